@@ -1,0 +1,64 @@
+"""Command line: `python -m pytpp info | bench CASE... | demo`."""
+import argparse
+import sys
+
+
+def _info(args):
+    from pytpp import _info
+    _info.show_config()
+    print("measuring peaks (FMA loops, memory bandwidth) ...", flush=True)
+    _info.print_measured(_info.measure(quick=args.quick))
+
+
+def _demo(args):
+    import time
+
+    import numpy as np
+
+    import pytpp
+    rng = np.random.default_rng(0)
+    pytpp.show_config()
+    nb, m, n, k = 16, 64, 64, 64
+    for dtype in (np.float64, np.float32):
+        a = rng.standard_normal((nb, m, k)).astype(dtype)
+        b = rng.standard_normal((nb, k, n)).astype(dtype)
+        out = np.empty((m, n), dtype)
+        ref = np.einsum("bik,bkj->ij", a.astype(np.float64), b.astype(np.float64))
+        for level in pytpp.available_isas():
+            with pytpp.use_isa(level):
+                pytpp.brgemm(a, b, out=out)
+                err = np.abs(out - ref).max() / np.abs(ref).max()
+                t0 = time.perf_counter()
+                reps = 50
+                for _ in range(reps):
+                    pytpp.brgemm(a, b, out=out)
+                dt = (time.perf_counter() - t0) / reps
+                print(f"brgemm {np.dtype(dtype).name} {nb}x({m}x{k} @ {k}x{n}) isa={level:6s}: "
+                      f"{2 * nb * m * n * k / dt / 1e9:7.1f} GFLOP/s, max rel. error {err:.1e}")
+
+
+def _bench(args):
+    from pytpp.benchmarks import run
+    return run.main(args.cases, threads=args.threads, quick=args.quick, repeats=args.repeats)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m pytpp", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    pi = sub.add_parser("info", help="CPU, ISA level, caches, threads and measured peaks")
+    pi.add_argument("--quick", action="store_true", help="shorter measurement")
+    pi.set_defaults(fn=_info)
+    pd = sub.add_parser("demo", help="run BRGEMM on built-in random data at every ISA level")
+    pd.set_defaults(fn=_demo)
+    pb = sub.add_parser("bench", help="benchmarks against numpy/scipy/torch, in one run")
+    pb.add_argument("cases", nargs="*", help="benchmark names (default: all); see --list")
+    pb.add_argument("--threads", default="1", help="comma-separated thread counts, e.g. 1,2")
+    pb.add_argument("--quick", action="store_true", help="fewer repetitions and sizes")
+    pb.add_argument("--repeats", type=int, default=None, help="timed repetitions per case")
+    pb.set_defaults(fn=_bench)
+    args = p.parse_args(argv)
+    return args.fn(args) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Process-wide configuration: ISA level (capped by PYTPP_ISA), threads, cache sizes."""
+import contextlib
+import os
+
+from pytpp._core import _runtime
+
+LEVELS = _runtime.LEVELS
+
+
+def _read_cache_sizes():
+    """L1d, L2 (per core) and L3 (total) in bytes, from sysfs; defaults when it says nothing."""
+    sizes = {1: 32 * 1024, 2: 1024 * 1024, 3: 32 * 1024 * 1024}
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in sorted(os.listdir(base)):
+            path = os.path.join(base, entry)
+            try:
+                with open(os.path.join(path, "level")) as f:
+                    level = int(f.read())
+                with open(os.path.join(path, "type")) as f:
+                    kind = f.read().strip()
+                with open(os.path.join(path, "size")) as f:
+                    text = f.read().strip()
+            except OSError:
+                continue
+            if kind == "Instruction":
+                continue
+            mult = {"K": 1024, "M": 1024 * 1024, "G": 1024 ** 3}.get(text[-1:], 1)
+            value = int(text.rstrip("KMG")) * mult
+            if level in sizes and value > 0:
+                sizes[level] = value
+    except OSError:
+        pass
+    return sizes[1], sizes[2], sizes[3]
+
+
+def _default_threads():
+    for var in ("PYTPP_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(var, "").split(",")[0].strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _apply_env_isa():
+    cap = os.environ.get("PYTPP_ISA", "").strip().lower()
+    if not cap:
+        return
+    if cap not in LEVELS:
+        raise ImportError(f"PYTPP_ISA={cap!r}: expected one of {', '.join(LEVELS)}")
+    best = LEVELS.index(_runtime.best_isa())
+    _runtime.set_isa(LEVELS[min(best, LEVELS.index(cap))])
+
+
+def available_isas():
+    """The ISA levels this machine can run, lowest first (tests run each of them)."""
+    return LEVELS[: LEVELS.index(_runtime.best_isa()) + 1]
+
+
+def get_isa():
+    """The ISA level kernels are dispatched for now."""
+    return _runtime.get_isa()
+
+
+def set_isa(level):
+    """Dispatch kernels for `level` ('ref', 'avx2' or 'avx512') from now on.
+
+    Raises ValueError if the CPU cannot run that level.
+    """
+    _runtime.set_isa(level)
+
+
+@contextlib.contextmanager
+def use_isa(level):
+    """Context manager: run the enclosed calls at ISA `level`, then restore the previous one.
+
+    >>> import pytpp
+    >>> with pytpp.use_isa("ref"):
+    ...     pytpp.get_isa()
+    'ref'
+    """
+    previous = _runtime.get_isa()
+    _runtime.set_isa(level)
+    try:
+        yield level
+    finally:
+        _runtime.set_isa(previous)
+
+
+def get_num_threads():
+    """Threads pytpp kernels use (process-wide; read at every call)."""
+    return _runtime.get_num_threads()
+
+
+def set_num_threads(n):
+    """Set the threads pytpp kernels use, process-wide.
+
+    >>> import pytpp
+    >>> old = pytpp.get_num_threads(); pytpp.set_num_threads(1); pytpp.get_num_threads()
+    1
+    >>> pytpp.set_num_threads(old)
+    """
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"pytpp.set_num_threads: n must be an int, got {type(n).__name__}")
+    _runtime.set_num_threads(n)
+
+
+def _init():
+    _runtime.set_cache_info(*_read_cache_sizes())
+    _runtime.set_num_threads(_default_threads())
+    _apply_env_isa()

@@ -1,0 +1,200 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Process-wide runtime of the engine: CPU features, the active ISA level, thread count, cache
+sizes and the measurement loops behind ``python -m pytpp info``."""
+import os
+import time
+
+from cython.parallel cimport prange, parallel
+cimport openmp
+from libc.stdint cimport int64_t, uint32_t
+from libc.stdlib cimport malloc, free
+from pytpp._core.cengine cimport *
+
+LEVELS = ("ref", "avx2", "avx512")
+
+cdef uint32_t _features = pytpp_cpu_features()
+cdef int _best = pytpp_cpu_best_isa(_features)
+cdef int _active = _best
+cdef int _threads = 1
+cdef pytpp_cache_info _cache
+_cache.l1 = 32 * 1024
+_cache.l2 = 1024 * 1024
+_cache.l3 = 32 * 1024 * 1024
+
+cdef const pytpp_gemm_kernels *_gemm_tables[3][2]
+_gemm_tables[PYTPP_ISA_REF][PYTPP_F64] = &pytpp_gemm_f64_ref
+_gemm_tables[PYTPP_ISA_REF][PYTPP_F32] = &pytpp_gemm_f32_ref
+_gemm_tables[PYTPP_ISA_AVX2][PYTPP_F64] = &pytpp_gemm_f64_avx2
+_gemm_tables[PYTPP_ISA_AVX2][PYTPP_F32] = &pytpp_gemm_f32_avx2
+_gemm_tables[PYTPP_ISA_AVX512][PYTPP_F64] = &pytpp_gemm_f64_avx512
+_gemm_tables[PYTPP_ISA_AVX512][PYTPP_F32] = &pytpp_gemm_f32_avx512
+
+
+cdef int num_threads() noexcept nogil:
+    return _threads
+
+cdef int active_isa() noexcept nogil:
+    return _active
+
+cdef const pytpp_cache_info *cache_info() noexcept nogil:
+    return &_cache
+
+cdef const pytpp_gemm_kernels *gemm_table(int isa, int dtype) noexcept nogil:
+    return _gemm_tables[isa][dtype]
+
+
+_FEATURE_NAMES = (
+    ("avx2", PYTPP_FEAT_AVX2), ("fma", PYTPP_FEAT_FMA), ("f16c", PYTPP_FEAT_F16C),
+    ("avx512f", PYTPP_FEAT_AVX512F), ("avx512bw", PYTPP_FEAT_AVX512BW),
+    ("avx512dq", PYTPP_FEAT_AVX512DQ), ("avx512vl", PYTPP_FEAT_AVX512VL),
+    ("avx512_bf16", PYTPP_FEAT_AVX512_BF16), ("avx512_vnni", PYTPP_FEAT_AVX512_VNNI),
+    ("os_avx", PYTPP_FEAT_OS_AVX), ("os_avx512", PYTPP_FEAT_OS_AVX512),
+)
+
+
+def cpu_features():
+    """Names of the ISA features this CPU and OS support."""
+    return tuple(name for name, bit in _FEATURE_NAMES if _features & bit)
+
+
+def has_feature(str name):
+    for n, bit in _FEATURE_NAMES:
+        if n == name:
+            return bool(_features & bit)
+    raise ValueError(f"unknown feature {name!r}")
+
+
+def cpu_brand():
+    cdef char buf[64]
+    pytpp_cpu_brand(buf)
+    return buf.decode("ascii", "replace").strip()
+
+
+def best_isa():
+    """Highest ISA level this machine can run."""
+    return LEVELS[_best]
+
+
+def get_isa():
+    return LEVELS[_active]
+
+
+def isa_index(level):
+    if level not in LEVELS:
+        raise ValueError(f"ISA level must be one of {LEVELS}, got {level!r}")
+    return LEVELS.index(level)
+
+
+def set_isa(str level):
+    """Make `level` the active ISA level; raises ValueError if this CPU cannot run it."""
+    global _active
+    cdef int idx = isa_index(level)
+    if idx > _best:
+        raise ValueError(f"ISA level {level!r} is not available on this CPU (best: {LEVELS[_best]!r})")
+    _active = idx
+
+
+def get_num_threads():
+    return _threads
+
+
+def set_num_threads(int n):
+    global _threads
+    if n < 1:
+        raise ValueError(f"number of threads must be >= 1, got {n}")
+    _threads = n
+
+
+def set_cache_info(int64_t l1, int64_t l2, int64_t l3):
+    _cache.l1, _cache.l2, _cache.l3 = l1, l2, l3
+
+
+def get_cache_info():
+    return {"l1d": _cache.l1, "l2": _cache.l2, "l3": _cache.l3}
+
+
+ctypedef double (*peak_fn)(int64_t, double *) noexcept nogil
+
+
+cdef peak_fn _peak_kernel(str kind) except? NULL:
+    if kind == "f64":
+        if _best >= PYTPP_ISA_AVX512:
+            return pytpp_peak_fma_f64_avx512
+        if _best >= PYTPP_ISA_AVX2:
+            return pytpp_peak_fma_f64_avx2
+    elif kind == "f32":
+        if _best >= PYTPP_ISA_AVX512:
+            return pytpp_peak_fma_f32_avx512
+        if _best >= PYTPP_ISA_AVX2:
+            return pytpp_peak_fma_f32_avx2
+    elif kind == "bf16":
+        if _best >= PYTPP_ISA_AVX512 and _features & PYTPP_FEAT_AVX512_BF16:
+            return pytpp_peak_bf16_dot_avx512
+    elif kind == "int8":
+        if _best >= PYTPP_ISA_AVX512 and _features & PYTPP_FEAT_AVX512_VNNI:
+            return pytpp_peak_int8_dot_avx512
+    else:
+        raise ValueError(f"unknown peak kind {kind!r}")
+    return NULL
+
+
+def measure_peak(str kind, int threads=1, int64_t iters=2000000, int repeats=5):
+    """Best-of-`repeats` rate (GFLOP/s or GOP/s) of an FMA/dot-product loop on `threads` threads,
+    or None when this CPU has no such instruction."""
+    cdef peak_fn fn = _peak_kernel(kind)
+    if fn == NULL:
+        return None
+    cdef double flops = 0.0, sink = 0.0
+    cdef int t
+    best = 0.0
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        with nogil:
+            if threads == 1:
+                flops = fn(iters, &sink)
+            else:
+                flops = 0.0
+                for t in prange(threads, num_threads=threads, schedule="static"):
+                    flops += fn(iters, &sink)
+        dt = time.perf_counter() - t0
+        best = max(best, flops / dt / 1e9)
+    return best
+
+
+def measure_bandwidth(int64_t nbytes=256 * 1024 * 1024, int threads=1, int repeats=5):
+    """Best-of-`repeats` memory bandwidth in GB/s: (read, copy), over buffers much larger than L3."""
+    cdef int64_t n = nbytes // 8
+    cdef double *x = <double *>malloc(n * 8)
+    cdef double *y = <double *>malloc(n * 8)
+    cdef double sink = 0.0, moved = 0.0
+    cdef int64_t i, lo, hi
+    cdef int t
+    if x == NULL or y == NULL:
+        free(x); free(y)
+        raise MemoryError()
+    try:
+        with nogil:
+            for i in prange(n, num_threads=threads, schedule="static"):
+                x[i] = 1.0
+                y[i] = 0.0
+        rates = []
+        for which in range(2):
+            best = 0.0
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                with nogil:
+                    moved = 0.0
+                    for t in prange(threads, num_threads=threads, schedule="static"):
+                        lo = n * t // threads
+                        hi = n * (t + 1) // threads
+                        if which == 0:
+                            moved += pytpp_stream_read(x + lo, hi - lo, &sink)
+                        else:
+                            moved += pytpp_stream_copy(x + lo, y + lo, hi - lo)
+                dt = time.perf_counter() - t0
+                best = max(best, moved / dt / 1e9)
+            rates.append(best)
+        return tuple(rates)
+    finally:
+        free(x)
+        free(y)

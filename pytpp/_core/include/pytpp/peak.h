@@ -1,0 +1,18 @@
+/* Tiny throughput loops for `python -m pytpp info`: they tell what this machine can do. */
+#ifndef PYTPP_PEAK_H
+#define PYTPP_PEAK_H
+#include <stdint.h>
+
+/* Each runs `iters` iterations of independent FMA chains and returns the flop count done.
+ * The result sink keeps the compiler from deleting the work. */
+double pytpp_peak_fma_f64_avx512(int64_t iters, double *sink);
+double pytpp_peak_fma_f32_avx512(int64_t iters, double *sink);
+double pytpp_peak_fma_f64_avx2(int64_t iters, double *sink);
+double pytpp_peak_fma_f32_avx2(int64_t iters, double *sink);
+double pytpp_peak_bf16_dot_avx512(int64_t iters, double *sink);
+double pytpp_peak_int8_dot_avx512(int64_t iters, double *sink);
+/* Bytes moved by reading `n` doubles once (sum) or copying n doubles. */
+double pytpp_stream_read(const double *x, int64_t n, double *sink);
+double pytpp_stream_copy(const double *x, double *y, int64_t n);
+
+#endif

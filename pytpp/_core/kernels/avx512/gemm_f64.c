@@ -1,0 +1,4 @@
+/* BRGEMM micro-kernels, f64, avx512: instantiated from the shared template. */
+#define PYTPP_DT_F64
+#include "pytpp/simd_avx512.h"
+#include "pytpp/gemm_ukr.inc"

@@ -1,0 +1,30 @@
+"""threadpoolctl integration: `threadpool_limits(1)` limits pytpp like it limits BLAS and OpenMP."""
+import threadpoolctl
+
+from pytpp import _config
+
+
+class PytppController(threadpoolctl.LibController):
+    user_api = "pytpp"
+    internal_api = "pytpp"
+    # threadpoolctl finds controllers by the file name of a loaded shared library: the runtime
+    # extension module that holds the thread count.
+    filename_prefixes = ("_runtime",)
+
+    def get_num_threads(self):
+        return _config.get_num_threads()
+
+    def set_num_threads(self, num_threads):
+        _config.set_num_threads(max(1, int(num_threads)))
+
+    def get_version(self):
+        from pytpp import __version__
+        return __version__
+
+
+def register():
+    if getattr(threadpoolctl, "register", None) is None:  # threadpoolctl < 3.5: no custom controllers
+        return False
+    if PytppController not in threadpoolctl._ALL_CONTROLLERS:
+        threadpoolctl.register(PytppController)
+    return True

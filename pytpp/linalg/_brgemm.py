@@ -1,0 +1,114 @@
+"""pytpp.brgemm: batch-reduce GEMM on numpy arrays of any strides."""
+import numpy as np
+
+from pytpp import _validate
+from pytpp._core import _brgemm, _runtime
+
+_FN = "pytpp.brgemm"
+
+
+def brgemm(a, b, c=None, /, *, beta=1.0, out=None):
+    """Batch-reduce matrix product: ``beta * c + sum_i a[..., i, :, :] @ b[..., i, :, :]``.
+
+    Parameters
+    ----------
+    a : array_like, shape (..., nb, m, k)
+        The A_i blocks. Any strides, including transposed and negative ones: no copy.
+    b : array_like, shape (..., nb, k, n)
+        The B_i blocks. Leading dimensions (``...``) broadcast against `a`'s; each leading index
+        is an independent batch-reduce, run in parallel.
+    c : array_like, shape (..., m, n), optional
+        Initial C, scaled by `beta`. Without it, C starts at zero.
+    beta : float
+        Scale of `c`. Ignored when `c` is None.
+    out : ndarray, optional
+        Where to write the result; may be `c` itself (in-place accumulation). Must have the
+        result's shape and dtype and must not overlap `a` or `b`.
+
+    Returns
+    -------
+    ndarray, shape (..., m, n)
+        float64 if any input is float64, else float32.
+
+    Raises
+    ------
+    TypeError
+        For a dtype other than float64/float32, or an `out` of the wrong dtype.
+    ValueError
+        For mismatched shapes, fewer than 3 dimensions, or a read-only or aliased `out`.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> a = np.arange(8.0).reshape(2, 2, 2); b = np.ones((2, 2, 3))
+    >>> pytpp.brgemm(a, b)
+    array([[10., 10., 10.],
+           [18., 18., 18.]])
+    >>> c = np.ones((2, 3)); pytpp.brgemm(a, b, c, beta=2.0, out=c); c
+    array([[12., 12., 12.],
+           [20., 20., 20.]])
+    """
+    a = _validate.as_float_array(a, "a", _FN)
+    b = _validate.as_float_array(b, "b", _FN)
+    if a.ndim < 3:
+        raise ValueError(f"{_FN}: a must have at least 3 dimensions (..., nb, m, k), got shape {a.shape}")
+    if b.ndim < 3:
+        raise ValueError(f"{_FN}: b must have at least 3 dimensions (..., nb, k, n), got shape {b.shape}")
+    nb, m, k = a.shape[-3:]
+    if b.shape[-3] != nb:
+        raise ValueError(f"{_FN}: a has {nb} blocks but b has {b.shape[-3]} (axis -3)")
+    if b.shape[-2] != k:
+        raise ValueError(f"{_FN}: a's blocks are {m}x{k} but b's are {b.shape[-2]}x{b.shape[-1]}; "
+                         f"k must match (a axis -1, b axis -2)")
+    n = b.shape[-1]
+    try:
+        lead = np.broadcast_shapes(a.shape[:-3], b.shape[:-3])
+    except ValueError:
+        raise ValueError(f"{_FN}: leading dimensions {a.shape[:-3]} and {b.shape[:-3]} do not "
+                         f"broadcast") from None
+    dtype = np.result_type(a.dtype, b.dtype)
+    shape = lead + (m, n)
+    beta = float(beta)
+    if c is not None:
+        c = _validate.as_float_array(c, "c", _FN)
+        if np.broadcast_shapes(c.shape, shape) != shape:
+            raise ValueError(f"{_FN}: c has shape {c.shape}; expected one that broadcasts to {shape}")
+    if out is not None:
+        _validate.check_out(out, shape, dtype, _FN, (("a", a), ("b", b)))
+    else:
+        out = np.empty(shape, dtype)
+
+    if c is None:
+        beta = 0.0
+    elif c is not out:
+        np.copyto(out, c, casting="same_kind")
+    if out.size == 0:
+        return out
+
+    a = _as_kernel_operand(a, dtype)
+    b = _as_kernel_operand(b, dtype)
+    a4 = np.broadcast_to(a, lead + a.shape[-3:]).reshape((-1,) + a.shape[-3:])
+    b4 = np.broadcast_to(b, lead + b.shape[-3:]).reshape((-1,) + b.shape[-3:])
+    isa = _runtime.isa_index(_runtime.get_isa())
+    work3 = None
+    if out.strides[-1] == out.itemsize and _validate.element_strides_ok(out):
+        try:
+            work3 = out.reshape((-1, m, n), copy=False)
+        except ValueError:  # leading dims that do not merge into one stride
+            work3 = None
+    if work3 is not None:
+        _brgemm.brgemm_strided(a4, b4, work3, 1.0, beta, isa)
+        return out
+    tmp = np.ascontiguousarray(out)  # holds c already when beta uses it
+    _brgemm.brgemm_strided(a4, b4, tmp.reshape((-1, m, n)), 1.0, beta, isa)
+    out[...] = tmp
+    return out
+
+
+def _as_kernel_operand(x, dtype):
+    """Cast to the compute dtype; re-pack only views whose strides are not whole elements."""
+    if x.dtype != dtype:
+        return x.astype(dtype)
+    if not _validate.element_strides_ok(x):
+        return np.ascontiguousarray(x)
+    return x

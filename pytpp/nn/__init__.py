@@ -1,0 +1,1 @@
+"""pytpp.nn: planned (see the open issues); nothing is exported yet."""

@@ -1,0 +1,1 @@
+"""pytpp.quant: planned (see the open issues); nothing is exported yet."""

@@ -1,0 +1,1 @@
+"""pytpp.sparse: planned (see the open issues); nothing is exported yet."""

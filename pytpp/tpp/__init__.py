@@ -1,0 +1,14 @@
+"""The TPP layer: descriptors in, cached kernel handles out (dispatch once, call many times).
+
+>>> import numpy as np, pytpp
+>>> k = pytpp.tpp.brgemm(2, 3, 4, dtype=np.float64, beta=0.0)
+>>> k is pytpp.tpp.brgemm(2, 3, 4, dtype="float64", beta=0)
+True
+>>> a = np.ones((5, 2, 4)); b = np.ones((5, 4, 3)); c = np.empty((2, 3))
+>>> k(a, b, c, 5)
+array([[20., 20., 20.],
+       [20., 20., 20.]])
+"""
+from pytpp.tpp._gemm import brgemm, clear_cache
+
+__all__ = ["brgemm", "clear_cache"]

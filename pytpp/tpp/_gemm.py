@@ -1,0 +1,112 @@
+"""BRGEMM descriptors -> cached :class:`~pytpp._core._brgemm.BrgemmKernel` handles."""
+import operator
+
+import numpy as np
+
+from pytpp._core import _brgemm, _runtime
+
+_DTYPES = {np.dtype(np.float64): 0, np.dtype(np.float32): 1}
+_MODES = {"stride": 0, "offset": 1, "address": 2}
+_cache = {}
+
+
+def _dtype_code(dtype, fn):
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{fn}: dtype {dtype!r} is not a dtype; expected float64 or float32") from None
+    if dt not in _DTYPES:
+        raise TypeError(f"{fn}: dtype {dt} is not supported; expected float64 or float32")
+    return dt
+
+
+def _nonneg_int(value, name, fn):
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{fn}: {name} must be an integer, got {type(value).__name__}") from None
+    if v < 0:
+        raise ValueError(f"{fn}: {name} must be >= 0, got {v}")
+    return v
+
+
+def brgemm(m, n, k, dtype=np.float64, *, lda=None, ldb=None, ldc=None, trans_a=False,
+           trans_b=False, alpha=1.0, beta=1.0, batch="stride", stride_a=None, stride_b=None):
+    """Dispatch a batch-reduce GEMM kernel: ``C = alpha * sum_i op(A_i) @ op(B_i) + beta * C``.
+
+    Operands are row-major: A_i is m x k with row stride `lda` (k x m when `trans_a`), B_i is
+    k x n with row stride `ldb` (n x k when `trans_b`), C is m x n with row stride `ldc`.
+
+    Parameters
+    ----------
+    m, n, k : int
+        Shape of the product.
+    dtype : float64 or float32
+        Type of A, B, C and of the accumulation.
+    lda, ldb, ldc : int, optional
+        Leading dimensions (row strides in elements). Default: packed rows.
+    trans_a, trans_b : bool
+        Read A_i (B_i) transposed.
+    alpha, beta : float
+        Scale of the product and of C. ``beta == 0`` never reads C.
+    batch : {'stride', 'offset', 'address'}
+        How the A_i, B_i are found: fixed element strides from a base, per-block element offsets,
+        or a list of blocks (addresses).
+    stride_a, stride_b : int, optional
+        Element strides between blocks in 'stride' mode. Default: one packed block.
+
+    Returns
+    -------
+    BrgemmKernel
+        A cached handle: the same descriptor returns the same object.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> k = pytpp.tpp.brgemm(2, 2, 3, batch="offset", beta=0.0)
+    >>> a = np.arange(12.0); b = np.ones(12); c = np.empty((2, 2))
+    >>> k(a, b, c, [0, 6], [0, 6])
+    array([[18., 18.],
+           [36., 36.]])
+    """
+    fn = "pytpp.tpp.brgemm"
+    m, n, k = (_nonneg_int(v, name, fn) for v, name in ((m, "m"), (n, "n"), (k, "k")))
+    dt = _dtype_code(dtype, fn)
+    if batch not in _MODES:
+        raise ValueError(f"{fn}: batch must be one of {tuple(_MODES)}, got {batch!r}")
+    trans_a, trans_b = bool(trans_a), bool(trans_b)
+    a_rows, a_cols = (k, m) if trans_a else (m, k)
+    b_rows, b_cols = (n, k) if trans_b else (k, n)
+    lda = a_cols if lda is None else _nonneg_int(lda, "lda", fn)
+    ldb = b_cols if ldb is None else _nonneg_int(ldb, "ldb", fn)
+    ldc = n if ldc is None else _nonneg_int(ldc, "ldc", fn)
+    for name, ld, cols in (("lda", lda, a_cols), ("ldb", ldb, b_cols), ("ldc", ldc, n)):
+        if ld < cols:
+            raise ValueError(f"{fn}: {name}={ld} is smaller than the {cols} columns it strides over")
+    if batch == "stride":
+        stride_a = a_rows * lda if stride_a is None else _nonneg_int(stride_a, "stride_a", fn)
+        stride_b = b_rows * ldb if stride_b is None else _nonneg_int(stride_b, "stride_b", fn)
+    elif stride_a is not None or stride_b is not None:
+        raise ValueError(f"{fn}: stride_a/stride_b apply only to batch='stride'")
+    else:
+        stride_a = stride_b = 0
+    alpha, beta = float(alpha), float(beta)
+    isa = _runtime.get_isa()
+    key = (m, n, k, dt.name, lda, ldb, ldc, trans_a, trans_b, alpha, beta, batch, stride_a,
+           stride_b, isa)
+    kern = _cache.get(key)
+    if kern is None:
+        descriptor = dict(m=m, n=n, k=k, dtype=dt.name, lda=lda, ldb=ldb, ldc=ldc,
+                          trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta, batch=batch)
+        if batch == "stride":
+            descriptor.update(stride_a=stride_a, stride_b=stride_b)
+        kern = _brgemm.BrgemmKernel(m, n, k, _DTYPES[dt], _runtime.isa_index(isa), _MODES[batch],
+                                    lda, ldb, ldc, trans_a, trans_b, alpha, beta, stride_a,
+                                    stride_b, descriptor)
+        _cache[key] = kern
+    return kern
+
+
+def clear_cache():
+    """Forget every dispatched kernel handle."""
+    _cache.clear()
