@@ -16,8 +16,11 @@ typedef struct plan {
     const pytpp_gemm_kernels *kt;
     const pytpp_gemm_desc *d;
     size_t esz;
-    int64_t nr, mr;        /* main register block: mr rows by nr = nv*vl columns */
-    int64_t n_ib, n_jb;    /* row and column block counts */
+    /* C is split into n_ib x n_jb register blocks of near-equal size: rows into n_ib blocks,
+     * vectors of columns into n_jb blocks (a 64-wide C on 16-lane vectors becomes 2+2 vectors,
+     * not 3+1, so no block runs at a fraction of the main block's FMA density). */
+    int64_t n_ib, n_jb;
+    int64_t nvec;          /* vectors per row of C, the last one maybe partial */
     int64_t chunk;         /* batch elements per pass over C */
 } plan;
 
@@ -29,12 +32,11 @@ static void make_plan(plan *p, const pytpp_gemm_kernels *kt, const pytpp_cache_i
     p->kt = kt;
     p->d = d;
     p->esz = dtype_size(d->dtype);
-    int64_t nv = (d->n + kt->vl - 1) / kt->vl;
-    if (nv > kt->nv_main) nv = kt->nv_main;
-    p->nr = nv * kt->vl;
-    p->mr = kt->mr_max[nv];
-    p->n_ib = (d->m + p->mr - 1) / p->mr;
-    p->n_jb = (d->n + p->nr - 1) / p->nr;
+    p->nvec = (d->n + kt->vl - 1) / kt->vl;
+    p->n_jb = (p->nvec + kt->nv_main - 1) / kt->nv_main;
+    const int64_t nv_widest = (p->nvec + p->n_jb - 1) / p->n_jb;
+    const int64_t mr = kt->mr_max[nv_widest];
+    p->n_ib = (d->m + mr - 1) / mr;
     /* A long reduction would stream every A_i and B_i from memory once per register block of C
      * (LIBXSMM falls to 14% of peak there). Reduce in chunks whose operands fit half of L2 and
      * sweep all of C per chunk instead: each operand then comes from memory once. */
@@ -46,6 +48,14 @@ static void make_plan(plan *p, const pytpp_gemm_kernels *kt, const pytpp_cache_i
     if (chunk > count) chunk = count;
     if (chunk < 1) chunk = 1;
     p->chunk = chunk;
+}
+
+/* Start and length of part `i` when `total` is split into `parts` near-equal parts. */
+static inline void split(int64_t total, int64_t parts, int64_t i, int64_t *start, int64_t *len)
+{
+    const int64_t base = total / parts, extra = total % parts;
+    *start = i * base + (i < extra ? i : extra);
+    *len = base + (i < extra);
 }
 
 static inline const void *batch_ptr(const pytpp_batch *bt, const void *base, int which,
@@ -80,11 +90,12 @@ static void run_tiles(const plan *p, const void *a, const void *b, int64_t ldb, 
         const double beta = c0 == 0 ? d->beta : 1.0;
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t jb = t / p->n_ib, ib = t % p->n_ib;
-            const int64_t i0 = ib * p->mr, j0 = jb * p->nr;
-            const int64_t mr = d->m - i0 < p->mr ? d->m - i0 : p->mr;
-            const int64_t ncols = d->n - j0 < p->nr ? d->n - j0 : p->nr;
-            const int64_t nv = (ncols + kt->vl - 1) / kt->vl;
-            const int64_t n_last = ncols - (nv - 1) * kt->vl;
+            int64_t i0, mr, v0, nv;
+            split(d->m, p->n_ib, ib, &i0, &mr);
+            split(p->nvec, p->n_jb, jb, &v0, &nv);
+            const int64_t j0 = v0 * kt->vl;
+            const int64_t n_last = (d->n < (v0 + nv) * kt->vl ? d->n : (v0 + nv) * kt->vl) -
+                                   (v0 + nv - 1) * kt->vl;
             const int masked = n_last != kt->vl;
             char *cp = (char *)c + (i0 * d->ldc + j0) * (int64_t)p->esz;
             kt->ukr[nv - 1][mr - 1][masked](d->k, nb, ap, i0 * d->rsa, d->rsa, d->csa, bp, j0,
