@@ -1,4 +1,6 @@
 """pytpp.brgemm: batch-reduce GEMM on numpy arrays of any strides."""
+import math
+
 import numpy as np
 
 from pytpp import _validate
@@ -44,7 +46,7 @@ def brgemm(a, b, c=None, /, *, beta=1.0, out=None):
     >>> pytpp.brgemm(a, b)
     array([[10., 10., 10.],
            [18., 18., 18.]])
-    >>> c = np.ones((2, 3)); pytpp.brgemm(a, b, c, beta=2.0, out=c); c
+    >>> c = np.ones((2, 3)); _ = pytpp.brgemm(a, b, c, beta=2.0, out=c); c
     array([[12., 12., 12.],
            [20., 20., 20.]])
     """
@@ -71,7 +73,11 @@ def brgemm(a, b, c=None, /, *, beta=1.0, out=None):
     beta = float(beta)
     if c is not None:
         c = _validate.as_float_array(c, "c", _FN)
-        if np.broadcast_shapes(c.shape, shape) != shape:
+        try:
+            ok = np.broadcast_shapes(c.shape, shape) == shape
+        except ValueError:
+            ok = False
+        if not ok:
             raise ValueError(f"{_FN}: c has shape {c.shape}; expected one that broadcasts to {shape}")
     if out is not None:
         _validate.check_out(out, shape, dtype, _FN, (("a", a), ("b", b)))
@@ -87,22 +93,30 @@ def brgemm(a, b, c=None, /, *, beta=1.0, out=None):
 
     a = _as_kernel_operand(a, dtype)
     b = _as_kernel_operand(b, dtype)
-    a4 = np.broadcast_to(a, lead + a.shape[-3:]).reshape((-1,) + a.shape[-3:])
-    b4 = np.broadcast_to(b, lead + b.shape[-3:]).reshape((-1,) + b.shape[-3:])
+    a4 = _as_4d(a, lead)
+    b4 = _as_4d(b, lead)
     isa = _runtime.isa_index(_runtime.get_isa())
     work3 = None
     if out.strides[-1] == out.itemsize and _validate.element_strides_ok(out):
         try:
-            work3 = out.reshape((-1, m, n), copy=False)
+            work3 = out.reshape((math.prod(lead), m, n), copy=False)
         except ValueError:  # leading dims that do not merge into one stride
             work3 = None
     if work3 is not None:
         _brgemm.brgemm_strided(a4, b4, work3, 1.0, beta, isa)
         return out
     tmp = np.ascontiguousarray(out)  # holds c already when beta uses it
-    _brgemm.brgemm_strided(a4, b4, tmp.reshape((-1, m, n)), 1.0, beta, isa)
+    _brgemm.brgemm_strided(a4, b4, tmp.reshape((math.prod(lead), m, n)), 1.0, beta, isa)
     out[...] = tmp
     return out
+
+
+def _as_4d(x, lead):
+    """(L, nb, rows, cols) view of x broadcast to leading shape `lead` (a copy only when the
+    leading dimensions cannot be merged into one stride)."""
+    if x.ndim == 3 and not lead:
+        return x[np.newaxis]
+    return np.broadcast_to(x, lead + x.shape[-3:]).reshape((math.prod(lead),) + x.shape[-3:])
 
 
 def _as_kernel_operand(x, dtype):

@@ -66,8 +66,8 @@ def brgemm(m, n, k, dtype=np.float64, *, lda=None, ldb=None, ldc=None, trans_a=F
     >>> k = pytpp.tpp.brgemm(2, 2, 3, batch="offset", beta=0.0)
     >>> a = np.arange(12.0); b = np.ones(12); c = np.empty((2, 2))
     >>> k(a, b, c, [0, 6], [0, 6])
-    array([[18., 18.],
-           [36., 36.]])
+    array([[24., 24.],
+           [42., 42.]])
     """
     fn = "pytpp.tpp.brgemm"
     m, n, k = (_nonneg_int(v, name, fn) for v, name in ((m, "m"), (n, "n"), (k, "k")))
