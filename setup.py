@@ -29,16 +29,22 @@ LEVELS = {
 }
 
 
+# Every header and template is a dependency of every object: editing gemm_ukr.inc must rebuild
+# the kernels (build_clib otherwise only compares each .c with its .o).
+HEADERS = sorted(glob(f"{CORE}/include/pytpp/*"))
+
+
 def c_libraries():
     libs = []
     for name, (folder, flags) in LEVELS.items():
         sources = sorted(glob(f"{folder}/*.c"))
         if sources:
             libs.append((f"pytpp_{name}", {"sources": sources, "include_dirs": INCLUDE,
-                                           "cflags": COMMON + flags}))
+                                           "cflags": COMMON + flags, "obj_deps": {"": HEADERS}}))
     # loop drivers, packing, cpu detection: portable C with OpenMP, no ISA flags
     libs.append(("pytpp_frame", {"sources": sorted(glob(f"{CORE}/frame/*.c")),
-                                 "include_dirs": INCLUDE, "cflags": COMMON + ["-fopenmp"]}))
+                                 "include_dirs": INCLUDE, "cflags": COMMON + ["-fopenmp"],
+                                 "obj_deps": {"": HEADERS}}))
     return libs
 
 
@@ -65,7 +71,14 @@ class BuildExtWithLibs(build_ext):
 
     def run(self):
         if self.distribution.has_c_libraries():
+            clib = self.get_finalized_command("build_clib")
+            clib.force = clib.force or self.force
             self.run_command("build_clib")
+            # relink every extension when a kernel library changed
+            archives = [os.path.join(clib.build_clib, f"lib{name}.a")
+                        for name, _ in self.distribution.libraries]
+            for ext in self.extensions:
+                ext.depends = list(ext.depends) + archives
         super().run()
 
 

@@ -283,3 +283,110 @@ def brgemm_strided(cnp.ndarray a, cnp.ndarray b, cnp.ndarray out, double alpha, 
     if err:
         raise MemoryError("pytpp.brgemm: scratch allocation failed")
     return out
+
+
+cdef inline bint elem_strides(cnp.ndarray x, int64_t esz) noexcept:
+    cdef int i
+    for i in range(x.ndim):
+        if x.strides[i] % esz:
+            return False
+    return True
+
+
+cdef inline void byte_extent(cnp.ndarray x, const char **lo, const char **hi) noexcept:
+    """[lo, hi) bytes that x's elements can touch (for a conservative overlap test)."""
+    cdef const char *p = <const char *>cnp.PyArray_DATA(x)
+    cdef const char *l = p
+    cdef const char *h = p + cnp.PyArray_ITEMSIZE(x)
+    cdef int i
+    cdef cnp.npy_intp *shape = cnp.PyArray_DIMS(x)
+    cdef cnp.npy_intp *strides = cnp.PyArray_STRIDES(x)
+    for i in range(cnp.PyArray_NDIM(x)):
+        if shape[i] == 0:
+            lo[0] = hi[0] = p
+            return
+        if strides[i] > 0:
+            h += (shape[i] - 1) * strides[i]
+        else:
+            l += (shape[i] - 1) * strides[i]
+    lo[0], hi[0] = l, h
+
+
+cdef inline bint may_overlap(cnp.ndarray x, cnp.ndarray y) noexcept:
+    cdef const char *xl
+    cdef const char *xh
+    cdef const char *yl
+    cdef const char *yh
+    byte_extent(x, &xl, &xh)
+    byte_extent(y, &yl, &yh)
+    return xl < yh and yl < xh and xl != xh and yl != yh
+
+
+def brgemm_fast(a, b, c, double beta, out, int isa):
+    """pytpp.brgemm's common case in C speed: 3-D a, b of one dtype (float32/64), c and out None or
+    (m, n) arrays of that dtype with whole-element strides, out with unit column stride and
+    clearly apart from a and b. Returns None when any of that does not hold (the Python path then
+    handles it, including every error message)."""
+    if not (cnp.PyArray_CheckExact(a) and cnp.PyArray_CheckExact(b)):
+        return None
+    cdef cnp.ndarray xa = <cnp.ndarray>a, xb = <cnp.ndarray>b, xc, xo
+    cdef int typenum = cnp.PyArray_TYPE(xa)
+    if xa.ndim != 3 or xb.ndim != 3 or cnp.PyArray_TYPE(xb) != typenum:
+        return None
+    cdef int dt = dtype_code(typenum)
+    if dt < 0:
+        return None
+    cdef int64_t esz = xa.itemsize
+    if not (elem_strides(xa, esz) and elem_strides(xb, esz)):
+        return None
+    cdef int64_t nb = xa.shape[0], m = xa.shape[1], k = xa.shape[2], n = xb.shape[2]
+    if xb.shape[0] != nb or xb.shape[1] != k:
+        return None
+    cdef cnp.npy_intp dims[2]
+    dims[0], dims[1] = m, n
+    if c is not None:
+        if not cnp.PyArray_CheckExact(c):
+            return None
+        xc = <cnp.ndarray>c
+        if xc.ndim != 2 or cnp.PyArray_TYPE(xc) != typenum or xc.shape[0] != m or xc.shape[1] != n:
+            return None
+    else:
+        beta = 0.0
+    if out is None:
+        xo = cnp.PyArray_EMPTY(2, dims, typenum, 0)
+    else:
+        if not cnp.PyArray_CheckExact(out):
+            return None
+        xo = <cnp.ndarray>out
+        if (xo.ndim != 2 or cnp.PyArray_TYPE(xo) != typenum or xo.shape[0] != m or xo.shape[1] != n
+                or not cnp.PyArray_ISWRITEABLE(xo) or xo.strides[1] != esz
+                or xo.strides[0] % esz or may_overlap(xo, xa) or may_overlap(xo, xb)):
+            return None
+    if c is not None and c is not out:
+        if cnp.PyArray_CopyInto(xo, xc) < 0:
+            raise RuntimeError("pytpp.brgemm: copying c into out failed")
+    if m == 0 or n == 0:
+        return xo
+    cdef pytpp_gemm_desc d
+    cdef pytpp_batch bt
+    cdef int err
+    d.m, d.n, d.k = m, n, k
+    d.rsa, d.csa = xa.strides[1] // esz, xa.strides[2] // esz
+    d.ldb, d.csb = xb.strides[1] // esz, xb.strides[2] // esz
+    d.ldc = xo.strides[0] // esz
+    d.dtype = dt
+    d.alpha, d.beta = 1.0, beta
+    bt.mode = PYTPP_BATCH_STRIDE
+    bt.count = nb
+    bt.stride_a, bt.stride_b = xa.strides[0] // esz, xb.strides[0] // esz
+    bt.off_a = bt.off_b = NULL
+    bt.ptr_a = bt.ptr_b = NULL
+    cdef const pytpp_gemm_kernels *kt = gemm_table(isa, dt)
+    cdef const void *pa = cnp.PyArray_DATA(xa)
+    cdef const void *pb = cnp.PyArray_DATA(xb)
+    cdef void *pc = cnp.PyArray_DATA(xo)
+    with nogil:
+        err = pytpp_brgemm(kt, cache_info(), &d, pa, pb, pc, &bt, num_threads())
+    if err:
+        raise MemoryError("pytpp.brgemm: scratch allocation failed")
+    return xo

@@ -79,6 +79,10 @@ def get_isa():
     return LEVELS[_active]
 
 
+def active_isa_index():
+    return _active
+
+
 def isa_index(level):
     if level not in LEVELS:
         raise ValueError(f"ISA level must be one of {LEVELS}, got {level!r}")

@@ -50,6 +50,10 @@ def brgemm(a, b, c=None, /, *, beta=1.0, out=None):
     array([[12., 12., 12.],
            [20., 20., 20.]])
     """
+    isa = _runtime.active_isa_index()
+    fast = _brgemm.brgemm_fast(a, b, c, beta, out, isa)
+    if fast is not None:
+        return fast
     a = _validate.as_float_array(a, "a", _FN)
     b = _validate.as_float_array(b, "b", _FN)
     if a.ndim < 3:
@@ -95,7 +99,6 @@ def brgemm(a, b, c=None, /, *, beta=1.0, out=None):
     b = _as_kernel_operand(b, dtype)
     a4 = _as_4d(a, lead)
     b4 = _as_4d(b, lead)
-    isa = _runtime.isa_index(_runtime.get_isa())
     work3 = None
     if out.strides[-1] == out.itemsize and _validate.element_strides_ok(out):
         try:

@@ -38,6 +38,9 @@ typedef struct pytpp_gemm_kernels {
     int nv_main;                      /* vectors per row of the main register block */
     int mr_max[PYTPP_NV_MAX + 1];     /* largest MR available for nv = 1..NV_MAX */
     pytpp_ukr_fn ukr[PYTPP_NV_MAX][PYTPP_MR_MAX][2]; /* [nv-1][mr-1][masked] */
+    /* Same blocks, prefetching the next batch element's operands inside the k loop: for
+     * reductions whose operands stream from memory. */
+    pytpp_ukr_fn ukr_pf[PYTPP_NV_MAX][PYTPP_MR_MAX][2];
 } pytpp_gemm_kernels;
 
 typedef struct pytpp_gemm_desc {

@@ -39,4 +39,4 @@ typedef __mmask8 mask_t;
 #define PYTPP_SHAPES(X) \
     PYTPP_MR_UPTO_12(X, 1) PYTPP_MR_UPTO_12(X, 2) PYTPP_MR_UPTO_8(X, 3) PYTPP_MR_UPTO_6(X, 4)
 #define PYTPP_MR_MAX_BY_NV {0, 12, 12, 8, 6}
-#define PYTPP_NV_MAIN 2
+#define PYTPP_NV_MAIN 4
