@@ -1,1 +1,17 @@
-"""pytpp.nn: planned (see the open issues); nothing is exported yet."""
+"""pytpp.nn: neural-network building blocks on numpy arrays.
+
+Activations, softmax and dropout (with their backward functions) run on the element-wise TPP
+engine: any float dtype (float64, float32, bfloat16), any strides, ``out=``, threads over large
+arrays.
+
+>>> import numpy as np, pytpp
+>>> pytpp.nn.relu(np.array([-2.0, 3.0]))
+array([0., 3.])
+"""
+from pytpp.nn._activations import (dropout, dropout_backward, exp, exp_backward, gelu,
+                                   gelu_backward, relu, relu_backward, sigmoid, sigmoid_backward,
+                                   softmax, softmax_backward, tanh, tanh_backward)
+
+__all__ = ["relu", "gelu", "tanh", "sigmoid", "exp", "softmax", "dropout", "relu_backward",
+           "gelu_backward", "tanh_backward", "sigmoid_backward", "exp_backward",
+           "softmax_backward", "dropout_backward"]

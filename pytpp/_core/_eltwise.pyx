@@ -1,0 +1,143 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Glue of the element-wise TPPs: pointers and strides in, C engine out, GIL released.
+
+Callers (pytpp.tpp._eltwise, pytpp.nn) have validated dtypes, shapes and extents; these entry
+points only pick the kernel table for the ISA level and run the driver."""
+cimport numpy as cnp
+from libc.stdint cimport int64_t, uint64_t, uint32_t, uint16_t, uint8_t
+from pytpp._core.celtwise cimport *
+from pytpp._core._runtime cimport num_threads
+
+cnp.import_array()
+
+# storage dtype codes (enum pytpp_ew_dtype) and call kinds (enum pytpp_ew_kind)
+F64, F32, BF16 = 0, 1, 2
+KIND_UNARY, KIND_BINARY, KIND_TERNARY, KIND_CMP, KIND_BLEND, KIND_DROPOUT, KIND_DROPOUT_INV, \
+    KIND_RAND, KIND_SOFTMAX = range(9)
+
+cdef const pytpp_ew_kernels *_tables[3][2]
+_tables[0][0] = &pytpp_ew_f64_ref
+_tables[0][1] = &pytpp_ew_f32_ref
+_tables[1][0] = &pytpp_ew_f64_avx2
+_tables[1][1] = &pytpp_ew_f32_avx2
+_tables[2][0] = &pytpp_ew_f64_avx512
+_tables[2][1] = &pytpp_ew_f32_avx512
+
+
+cdef inline const pytpp_ew_kernels *table(int isa, int cdt) except NULL:
+    if isa < 0 or isa > 2 or cdt < 0 or cdt > 1:
+        raise ValueError(f"no element-wise kernel table for isa={isa}, compute dtype={cdt}")
+    return _tables[isa][cdt]
+
+
+def table_name(int isa, int cdt):
+    return table(isa, cdt).name.decode()
+
+
+cdef inline void *ptr(cnp.ndarray a):
+    return cnp.PyArray_DATA(a)
+
+
+def run(int kind, int op, int64_t m, int64_t n, tuple ins, out, int cdt, int isa,
+        cnp.ndarray bits=None, int64_t ldm=0, uint64_t seed=0, uint64_t base=0,
+        uint32_t thresh=0, double scale=1.0, int approx=0, threads=None):
+    """ins: tuple of (array, ld, dtype code, bcast); out: (array, ld, dtype code) or None.
+    Each array's data pointer addresses element (0, 0)."""
+    cdef pytpp_ew_call c
+    cdef const pytpp_ew_kernels *kt = table(isa, cdt)
+    cdef int k, err, nt = num_threads() if threads is None else threads
+    c.kind, c.op, c.nin, c.m, c.n = kind, op, len(ins), m, n
+    for k in range(c.nin):
+        arr, ld, dt, bc = ins[k]
+        c.in_[k].p = ptr(<cnp.ndarray>arr)
+        c.in_[k].ld, c.in_[k].dtype, c.in_[k].bcast = ld, dt, bc
+    if out is not None:
+        c.out.p = ptr(<cnp.ndarray>out[0])
+        c.out.ld, c.out.dtype, c.out.bcast = out[1], out[2], 0
+    else:
+        c.out.p = NULL
+        c.out.ld, c.out.dtype, c.out.bcast = n, cdt, 0
+    c.bits = <uint8_t *>ptr(bits) if bits is not None else NULL
+    c.ldm, c.seed, c.base, c.thresh, c.scale, c.approx = ldm, seed, base, thresh, scale, approx
+    with nogil:
+        err = pytpp_ew_run(kt, &c, nt)
+    if err:
+        raise MemoryError("pytpp: element-wise scratch allocation failed")
+
+
+def reduce(cnp.ndarray x, int64_t m, int64_t n, int64_t ldx, int x_dt, cnp.ndarray out, int out_dt,
+           int axis, int op, bint squared, int cdt, int isa):
+    cdef const pytpp_ew_kernels *kt = table(isa, cdt)
+    cdef void *px = ptr(x)
+    cdef void *po = ptr(out)
+    cdef int err, nt = num_threads()
+    with nogil:
+        err = pytpp_ew_reduce(kt, m, n, px, ldx, x_dt, po, out_dt, axis, op, squared, nt)
+    if err:
+        raise MemoryError("pytpp: reduction scratch allocation failed")
+
+
+def transpose(cnp.ndarray x, int64_t m, int64_t n, int64_t ldx, cnp.ndarray y, int64_t ldy,
+              int esz, int isa):
+    cdef const pytpp_ew_kernels *k32 = table(isa, 1)
+    cdef const pytpp_ew_kernels *k64 = table(isa, 0)
+    cdef void *px = ptr(x)
+    cdef void *py = ptr(y)
+    cdef int nt = num_threads()
+    with nogil:
+        pytpp_ew_transpose(k32, k64, esz, m, n, px, ldx, py, ldy, nt)
+
+
+def vnni(cnp.ndarray x, int64_t k, int64_t n, int64_t ldx, cnp.ndarray y, int esz, int alpha):
+    cdef void *px = ptr(x)
+    cdef void *py = ptr(y)
+    with nogil:
+        pytpp_ew_vnni(esz, alpha, k, n, px, ldx, py)
+
+
+def vnni_transpose(cnp.ndarray x, int64_t k, int64_t n, cnp.ndarray y, int esz, int alpha):
+    cdef void *px = ptr(x)
+    cdef void *py = ptr(y)
+    with nogil:
+        pytpp_ew_vnni_transpose(esz, alpha, k, n, px, py)
+
+
+def gather_rows(cnp.ndarray x, int64_t ldx, const int64_t[::1] idx, int64_t n, cnp.ndarray y,
+                int64_t ldy, int esz):
+    cdef void *px = ptr(x)
+    cdef void *py = ptr(y)
+    cdef int64_t count = idx.shape[0]
+    cdef int nt = num_threads()
+    if count == 0:
+        return
+    with nogil:
+        pytpp_ew_gather_rows(esz, count, n, px, ldx, &idx[0], py, ldy, nt)
+
+
+def scatter_rows(cnp.ndarray x, int64_t ldx, const int64_t[::1] idx, int64_t n, cnp.ndarray y,
+                 int64_t ldy, int esz):
+    cdef void *px = ptr(x)
+    cdef void *py = ptr(y)
+    cdef int64_t count = idx.shape[0]
+    if count == 0:
+        return
+    with nogil:
+        pytpp_ew_scatter_rows(esz, count, n, px, ldx, &idx[0], py, ldy)
+
+
+def unpack_f32(cnp.ndarray x, cnp.ndarray hi, cnp.ndarray lo):
+    cdef int64_t n = cnp.PyArray_SIZE(x)
+    cdef const uint32_t *px = <const uint32_t *>ptr(x)
+    cdef uint16_t *ph = <uint16_t *>ptr(hi)
+    cdef uint16_t *pl = <uint16_t *>ptr(lo)
+    with nogil:
+        pytpp_ew_unpack_f32(n, px, ph, pl)
+
+
+def pack_f32(cnp.ndarray hi, cnp.ndarray lo, cnp.ndarray x):
+    cdef int64_t n = cnp.PyArray_SIZE(x)
+    cdef uint32_t *px = <uint32_t *>ptr(x)
+    cdef const uint16_t *ph = <const uint16_t *>ptr(hi)
+    cdef const uint16_t *pl = <const uint16_t *>ptr(lo)
+    with nogil:
+        pytpp_ew_pack_f32(n, ph, pl, px)

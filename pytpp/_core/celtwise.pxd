@@ -1,0 +1,47 @@
+# C declarations of the element-wise engine (pytpp/_core/include/pytpp/eltwise.h).
+from libc.stdint cimport int64_t, uint64_t, uint32_t, uint16_t, uint8_t
+
+cdef extern from "pytpp/eltwise.h" nogil:
+    ctypedef struct pytpp_ew_kernels:
+        const char *name
+        int dtype
+        int vl
+
+    ctypedef struct pytpp_ew_operand:
+        void *p
+        int64_t ld
+        int dtype
+        int bcast
+
+    ctypedef struct pytpp_ew_call:
+        int kind, op, nin
+        int64_t m, n
+        pytpp_ew_operand in_ "in"[3]
+        pytpp_ew_operand out
+        uint8_t *bits
+        int64_t ldm
+        uint64_t seed, base
+        uint32_t thresh
+        double scale
+        int approx
+
+    int pytpp_ew_run(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int nthreads)
+    int pytpp_ew_reduce(const pytpp_ew_kernels *kt, int64_t m, int64_t n, const void *x,
+                        int64_t ldx, int x_dt, void *out, int out_dt, int axis, int op,
+                        int squared, int nthreads)
+    int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt64, int esz,
+                           int64_t m, int64_t n, const void *x, int64_t ldx, void *y,
+                           int64_t ldy, int nthreads)
+    void pytpp_ew_vnni(int esz, int alpha, int64_t k, int64_t n, const void *x, int64_t ldx,
+                       void *y)
+    void pytpp_ew_vnni_transpose(int esz, int alpha, int64_t k, int64_t n, const void *x, void *y)
+    void pytpp_ew_gather_rows(int esz, int64_t count, int64_t n, const void *x, int64_t ldx,
+                              const int64_t *idx, void *y, int64_t ldy, int nthreads)
+    void pytpp_ew_scatter_rows(int esz, int64_t count, int64_t n, const void *x, int64_t ldx,
+                               const int64_t *idx, void *y, int64_t ldy)
+    void pytpp_ew_unpack_f32(int64_t n, const uint32_t *x, uint16_t *hi, uint16_t *lo)
+    void pytpp_ew_pack_f32(int64_t n, const uint16_t *hi, const uint16_t *lo, uint32_t *x)
+
+    const pytpp_ew_kernels pytpp_ew_f64_ref, pytpp_ew_f32_ref
+    const pytpp_ew_kernels pytpp_ew_f64_avx2, pytpp_ew_f32_avx2
+    const pytpp_ew_kernels pytpp_ew_f64_avx512, pytpp_ew_f32_avx512

@@ -1,0 +1,407 @@
+/* Element-wise loop drivers: the 2D loops of paper Algorithm 1 around per-row kernels, with
+ * broadcasts, storage-dtype conversion through L1-sized chunk buffers, bitmask rows and threads.
+ * No ISA code here: every instruction-set detail sits behind the kernel table. */
+#include <stdlib.h>
+#include <string.h>
+#include "pytpp/eltwise.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* elements per conversion chunk (a multiple of 64 so bitmask chunks start at byte boundaries) */
+#define CH 1024
+/* below this many elements one thread does everything */
+#define PAR_MIN_ELEMS (1 << 15)
+
+static const int64_t ESZ[PYTPP_EW_NDT] = {8, 4, 2};
+
+static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static inline void split(int64_t total, int64_t parts, int64_t i, int64_t *start, int64_t *len)
+{
+    const int64_t base = total / parts, extra = total % parts;
+    *start = i * base + (i < extra ? i : extra);
+    *len = base + (i < extra);
+}
+
+static inline int is_scalar(const pytpp_ew_operand *o)
+{
+    return o->bcast == PYTPP_EW_BCAST_COL || o->bcast == PYTPP_EW_BCAST_SCALAR;
+}
+
+/* Address of element (i, j) of an operand under its broadcast rule. */
+static inline char *at(const pytpp_ew_operand *o, int64_t i, int64_t j)
+{
+    const int64_t e = ESZ[o->dtype];
+    switch (o->bcast) {
+    case PYTPP_EW_BCAST_ROW: return (char *)o->p + j * e;
+    case PYTPP_EW_BCAST_COL: return (char *)o->p + i * o->ld * e;
+    case PYTPP_EW_BCAST_SCALAR: return (char *)o->p;
+    default: return (char *)o->p + (i * o->ld + j) * e;
+    }
+}
+
+typedef struct scratch {
+    double in[3][CH];
+    double out[CH];
+} scratch;
+
+/* Rows [r0, r1), columns [c0, c1) of call c. */
+static void run_block(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64_t r0, int64_t r1,
+                      int64_t c0, int64_t c1, scratch *s)
+{
+    const int cdt = kt->dtype;
+    const int64_t cesz = ESZ[cdt];
+    int conv = c->out.dtype != cdt;
+    for (int k = 0; k < c->nin; ++k) conv |= c->in[k].dtype != cdt;
+    const int64_t chunk = conv ? CH : (c1 - c0);
+    int bc = 0;
+    for (int k = 0; k < c->nin; ++k) bc |= is_scalar(&c->in[k]) << k;
+
+    for (int64_t i = r0; i < r1; ++i) {
+        for (int64_t j0 = c0; j0 < c1; j0 += chunk) {
+            const int64_t len = imin(chunk, c1 - j0);
+            const void *src[3] = {NULL, NULL, NULL};
+            for (int k = 0; k < c->nin; ++k) {
+                const pytpp_ew_operand *o = &c->in[k];
+                const char *p = at(o, i, j0);
+                if (o->dtype != cdt) {
+                    kt->load_cvt[o->dtype](is_scalar(o) ? 1 : len, p, s->in[k]);
+                    src[k] = s->in[k];
+                } else {
+                    src[k] = p;
+                }
+            }
+            char *outp = at(&c->out, i, j0);
+            void *dst = c->out.dtype != cdt ? (void *)s->out : (void *)outp;
+            uint8_t *bits = c->bits ? c->bits + i * c->ldm + (j0 >> 3) : NULL;
+            switch (c->kind) {
+            case PYTPP_EW_KIND_UNARY:
+                if (bc & 1) {   /* one value per row: compute once, replicate */
+                    double one[1];
+                    kt->unary[c->op](1, src[0], one);
+                    for (int64_t j = 0; j < len; ++j) memcpy((char *)dst + j * cesz, one, (size_t)cesz);
+                } else {
+                    kt->unary[c->op](len, src[0], dst);
+                }
+                break;
+            case PYTPP_EW_KIND_BINARY:
+                kt->binary[c->op](len, src[0], src[1], dst, bc);
+                break;
+            case PYTPP_EW_KIND_TERNARY:
+                kt->ternary[c->op](len, src[0], src[1], src[2], dst, bc);
+                break;
+            case PYTPP_EW_KIND_CMP:
+                kt->cmp(len, src[0], src[1], bits, bc, c->op);
+                continue;   /* no element output */
+            case PYTPP_EW_KIND_BLEND:
+                kt->blend(len, src[0], src[1], bits, dst, bc);
+                break;
+            case PYTPP_EW_KIND_DROPOUT:
+                kt->dropout(len, src[0], dst, bits, c->base + (uint64_t)(i * c->n + j0), c->seed,
+                            c->thresh, c->scale);
+                break;
+            case PYTPP_EW_KIND_DROPOUT_INV:
+                kt->dropout_inv(len, src[0], dst, bits, c->scale);
+                break;
+            case PYTPP_EW_KIND_RAND:
+                kt->rand(len, dst, c->base + (uint64_t)(i * c->n + j0), c->seed);
+                break;
+            default:
+                break;
+            }
+            if (dst != (void *)outp) kt->store_cvt[c->out.dtype](len, dst, outp);
+        }
+    }
+}
+
+/* Softmax: whole rows; rows needing a dtype conversion go through a per-thread row buffer. */
+static int run_softmax(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64_t r0, int64_t r1)
+{
+    const int cdt = kt->dtype;
+    const int conv = c->in[0].dtype != cdt || c->out.dtype != cdt;
+    char *buf = NULL;
+    if (conv) {
+        buf = (char *)malloc((size_t)(2 * c->n * ESZ[cdt] + 64));
+        if (!buf) return -1;
+    }
+    for (int64_t i = r0; i < r1; ++i) {
+        const char *x = at(&c->in[0], i, 0);
+        char *y = at(&c->out, i, 0);
+        if (!conv) {
+            kt->softmax(c->n, x, y, c->approx);
+        } else {
+            char *xb = buf, *yb = buf + c->n * ESZ[cdt];
+            kt->load_cvt[c->in[0].dtype](c->n, x, xb);
+            kt->softmax(c->n, xb, yb, c->approx);
+            kt->store_cvt[c->out.dtype](c->n, yb, y);
+        }
+    }
+    free(buf);
+    return 0;
+}
+
+int pytpp_ew_run(const pytpp_ew_kernels *kt, const pytpp_ew_call *call, int nthreads)
+{
+    pytpp_ew_call c = *call;
+    if (c.m <= 0 || c.n <= 0) return 0;
+    /* Flatten: every operand dense with ld == n (or a scalar) -> one long row. Bitmasks only
+     * when their rows are packed (n a multiple of 8 and ldm == n / 8). */
+    if (c.m > 1 && c.kind != PYTPP_EW_KIND_SOFTMAX) {
+        int flat = c.out.bcast == PYTPP_EW_BCAST_NONE && c.out.ld == c.n;
+        for (int k = 0; k < c.nin; ++k)
+            flat &= (c.in[k].bcast == PYTPP_EW_BCAST_NONE && c.in[k].ld == c.n) ||
+                    c.in[k].bcast == PYTPP_EW_BCAST_SCALAR;
+        if (c.bits) flat &= (c.n % 8 == 0) && c.ldm * 8 == c.n;
+        if (flat) {
+            c.n *= c.m;
+            c.m = 1;
+            for (int k = 0; k < c.nin; ++k) c.in[k].ld = c.n;
+            c.out.ld = c.n;
+            c.ldm = (c.n + 7) / 8;
+        }
+    }
+    const int64_t total = c.m * c.n;
+    int nt = nthreads < 1 ? 1 : nthreads;
+    if (total < PAR_MIN_ELEMS) nt = 1;
+    int err = 0;
+
+    if (c.kind == PYTPP_EW_KIND_SOFTMAX) {
+        if (nt > c.m) nt = (int)c.m;
+        if (nt <= 1) return run_softmax(kt, &c, 0, c.m);
+#pragma omp parallel num_threads(nt) reduction(| : err)
+        {
+            int64_t r0, len;
+            int t = 0, T = 1;
+#ifdef _OPENMP
+            t = omp_get_thread_num();
+            T = omp_get_num_threads();
+#endif
+            split(c.m, T, t, &r0, &len);
+            err |= run_softmax(kt, &c, r0, r0 + len);
+        }
+        return err ? -1 : 0;
+    }
+
+    if (nt <= 1) {
+        scratch *s = (scratch *)malloc(sizeof(scratch));
+        if (!s) return -1;
+        run_block(kt, &c, 0, c.m, 0, c.n, s);
+        free(s);
+        return 0;
+    }
+#pragma omp parallel num_threads(nt) reduction(| : err)
+    {
+        int t = 0, T = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        T = omp_get_num_threads();
+#endif
+        scratch *s = (scratch *)malloc(sizeof(scratch));
+        if (!s) {
+            err |= 1;
+        } else if (c.m >= T) {
+            int64_t r0, len;
+            split(c.m, T, t, &r0, &len);
+            run_block(kt, &c, r0, r0 + len, 0, c.n, s);
+        } else {
+            /* few long rows: split columns in multiples of 64 (whole bitmask words, chunks) */
+            const int64_t units = (c.n + 63) / 64;
+            int64_t u0, ul;
+            split(units, T, t, &u0, &ul);
+            const int64_t j0 = u0 * 64, j1 = imin((u0 + ul) * 64, c.n);
+            if (j0 < j1) run_block(kt, &c, 0, c.m, j0, j1, s);
+        }
+        free(s);
+    }
+    return err ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+int pytpp_ew_reduce(const pytpp_ew_kernels *kt, int64_t m, int64_t n, const void *x, int64_t ldx,
+                    int x_dt, void *out, int out_dt, int axis, int op, int squared, int nthreads)
+{
+    const int cdt = kt->dtype;
+    const int64_t cesz = ESZ[cdt], xesz = ESZ[x_dt];
+    if (axis == 1) {   /* one value per row */
+        int nt = (m * n < PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
+        if (nt > m) nt = (int)(m > 0 ? m : 1);
+        int err = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
+        {
+            int t = 0, T = 1;
+#ifdef _OPENMP
+            t = omp_get_thread_num();
+            T = omp_get_num_threads();
+#endif
+            int64_t r0, len;
+            split(m, T, t, &r0, &len);
+            char *buf = x_dt != cdt ? (char *)malloc((size_t)(n * cesz + 64)) : NULL;
+            double one[1];
+            if (x_dt != cdt && !buf) err |= 1;
+            else for (int64_t i = r0; i < r0 + len; ++i) {
+                const char *row = (const char *)x + i * ldx * xesz;
+                if (buf) { kt->load_cvt[x_dt](n, row, buf); row = buf; }
+                double r = kt->reduce_row(n, row, op, squared);
+                if (cdt == PYTPP_EW_F32) { float f = (float)r; memcpy(one, &f, 4); }
+                else one[0] = r;
+                kt->store_cvt[out_dt](1, one, (char *)out + i * ESZ[out_dt]);
+            }
+            free(buf);
+        }
+        return err ? -1 : 0;
+    }
+    /* axis 0: acc[j] over rows; threads split the columns */
+    int nt = (m * n < PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
+    const int64_t units = (n + 63) / 64;
+    if (nt > units) nt = (int)(units > 0 ? units : 1);
+    int err = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
+    {
+        int t = 0, T = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        T = omp_get_num_threads();
+#endif
+        int64_t u0, ul;
+        split(units, T, t, &u0, &ul);
+        const int64_t j0 = u0 * 64, j1 = imin((u0 + ul) * 64, n);
+        for (int64_t b0 = j0; b0 < j1; b0 += CH) {
+            const int64_t len = imin(CH, j1 - b0);
+            double acc[CH], xb[CH];
+            /* first row initialises the accumulator (op of nothing is the first value) */
+            if (m == 0) {
+                for (int64_t j = 0; j < len; ++j) {
+                    const double idv = op == PYTPP_EW_RED_SUM ? 0.0 : op == PYTPP_EW_RED_MUL ? 1.0 :
+                                       op == PYTPP_EW_RED_MAX ? -__builtin_inf() : __builtin_inf();
+                    if (cdt == PYTPP_EW_F32) ((float *)acc)[j] = (float)idv; else acc[j] = idv;
+                }
+            } else {
+                const char *row = (const char *)x + b0 * xesz;
+                kt->load_cvt[x_dt](len, row, acc);
+                if (squared) kt->unary[PYTPP_EW_SQUARE](len, acc, acc);
+                for (int64_t i = 1; i < m; ++i) {
+                    const char *r = (const char *)x + (i * ldx + b0) * xesz;
+                    const void *src = r;
+                    if (x_dt != cdt) { kt->load_cvt[x_dt](len, r, xb); src = xb; }
+                    kt->reduce_acc(len, src, acc, op, squared);
+                }
+            }
+            kt->store_cvt[out_dt](len, acc, (char *)out + b0 * ESZ[out_dt]);
+        }
+    }
+    return err ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Transpose: cache tiles of TB x TB, each through the ISA kernel; threads over tile rows. */
+#define TB 64
+
+static void transpose_scalar(int esz, int64_t m, int64_t n, const char *x, int64_t ldx, char *y,
+                             int64_t ldy)
+{
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+            memcpy(y + (j * ldy + i) * esz, x + (i * ldx + j) * esz, (size_t)esz);
+}
+
+static void transpose_u16(int64_t m, int64_t n, const uint16_t *x, int64_t ldx, uint16_t *y,
+                          int64_t ldy)
+{
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) y[j * ldy + i] = x[i * ldx + j];
+}
+
+int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt64, int esz,
+                       int64_t m, int64_t n, const void *x, int64_t ldx, void *y, int64_t ldy,
+                       int nthreads)
+{
+    if (m <= 0 || n <= 0) return 0;
+    const pytpp_ew_kernels *kt = esz == 4 ? kt32 : esz == 8 ? kt64 : NULL;
+    const int64_t tiles_i = (m + TB - 1) / TB, tiles_j = (n + TB - 1) / TB;
+    const int64_t ntiles = tiles_i * tiles_j;
+    int nt = (m * n < PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
+    if (nt > ntiles) nt = (int)ntiles;
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int64_t t = 0; t < ntiles; ++t) {
+        const int64_t ti = t / tiles_j, tj = t % tiles_j;
+        const int64_t i0 = ti * TB, j0 = tj * TB;
+        const int64_t bm = imin(TB, m - i0), bn = imin(TB, n - j0);
+        const char *xs = (const char *)x + (i0 * ldx + j0) * esz;
+        char *ys = (char *)y + (j0 * ldy + i0) * esz;
+        if (kt) kt->transpose(bm, bn, xs, ldx, ys, ldy);
+        else if (esz == 2) transpose_u16(bm, bn, (const uint16_t *)xs, ldx, (uint16_t *)ys, ldy);
+        else transpose_scalar(esz, bm, bn, xs, ldx, ys, ldy);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+void pytpp_ew_vnni(int esz, int alpha, int64_t k, int64_t n, const void *x, int64_t ldx, void *y)
+{
+    const int64_t kb = (k + alpha - 1) / alpha;
+    const char *xs = (const char *)x;
+    char *ys = (char *)y;
+    for (int64_t b = 0; b < kb; ++b)
+        for (int a = 0; a < alpha; ++a) {
+            const int64_t row = b * alpha + a;
+            char *dst = ys + (b * n * alpha + a) * esz;
+            if (row < k) {
+                const char *src = xs + row * ldx * esz;
+                if (esz == 2)
+                    for (int64_t j = 0; j < n; ++j)
+                        ((uint16_t *)dst)[j * alpha] = ((const uint16_t *)src)[j];
+                else
+                    for (int64_t j = 0; j < n; ++j)
+                        memcpy(dst + j * alpha * esz, src + j * esz, (size_t)esz);
+            } else {
+                for (int64_t j = 0; j < n; ++j) memset(dst + j * alpha * esz, 0, (size_t)esz);
+            }
+        }
+}
+
+void pytpp_ew_vnni_transpose(int esz, int alpha, int64_t k, int64_t n, const void *x, void *y)
+{
+    /* logical X[kk][j] = x[(kk / a) * N * a + j * a + kk % a] with N = n;
+     * output Y = X^T in VNNI: y[(j / a) * K * a + kk * a + j % a], K = k padded to a multiple */
+    const int64_t kp = (k + alpha - 1) / alpha * alpha, np_ = (n + alpha - 1) / alpha * alpha;
+    const char *xs = (const char *)x;
+    char *ys = (char *)y;
+    for (int64_t j = 0; j < np_; ++j)
+        for (int64_t kk = 0; kk < kp; ++kk) {
+            char *dst = ys + ((j / alpha) * kp * alpha + kk * alpha + j % alpha) * esz;
+            if (j < n) memcpy(dst, xs + ((kk / alpha) * n * alpha + j * alpha + kk % alpha) * esz,
+                              (size_t)esz);
+            else memset(dst, 0, (size_t)esz);
+        }
+}
+
+void pytpp_ew_gather_rows(int esz, int64_t count, int64_t n, const void *x, int64_t ldx,
+                          const int64_t *idx, void *y, int64_t ldy, int nthreads)
+{
+    int nt = (count * n < PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int64_t i = 0; i < count; ++i)
+        memcpy((char *)y + i * ldy * esz, (const char *)x + idx[i] * ldx * esz, (size_t)(n * esz));
+}
+
+void pytpp_ew_scatter_rows(int esz, int64_t count, int64_t n, const void *x, int64_t ldx,
+                           const int64_t *idx, void *y, int64_t ldy)
+{
+    /* sequential: with repeated indices the last row wins, as in numpy's y[idx] = x */
+    for (int64_t i = 0; i < count; ++i)
+        memcpy((char *)y + idx[i] * ldy * esz, (const char *)x + i * ldx * esz, (size_t)(n * esz));
+}
+
+void pytpp_ew_unpack_f32(int64_t n, const uint32_t *x, uint16_t *hi, uint16_t *lo)
+{
+    for (int64_t i = 0; i < n; ++i) {
+        hi[i] = (uint16_t)(x[i] >> 16);
+        lo[i] = (uint16_t)(x[i] & 0xffffu);
+    }
+}
+
+void pytpp_ew_pack_f32(int64_t n, const uint16_t *hi, const uint16_t *lo, uint32_t *x)
+{
+    for (int64_t i = 0; i < n; ++i) x[i] = ((uint32_t)hi[i] << 16) | lo[i];
+}

@@ -1,0 +1,188 @@
+/* Element-wise TPPs: unary / binary / ternary ops on 2D row-major tensors, transforms,
+ * reductions and the per-ISA row-kernel tables they run on.
+ *
+ * A 2D operand is (m rows, n columns, ld = row stride in elements, unit column stride).
+ * Inputs may be broadcast: BCAST_ROW (one row of n, reused by every row), BCAST_COL (one
+ * column of m: a scalar per row, read at x[i*ld]) or BCAST_SCALAR (x[0] everywhere).
+ *
+ * Kernels run in a compute dtype (float32 or float64) on contiguous rows; the driver (frame/)
+ * converts other storage dtypes (bfloat16 as uint16, float32 <-> float64) through small
+ * L1-resident chunk buffers. Bitmasks (compare, blend, dropout) hold one bit per element,
+ * little-endian inside each byte (numpy.packbits(..., bitorder="little")), each row starting
+ * at a byte boundary: row i of a mask starts at byte i * ldm. */
+#ifndef PYTPP_ELTWISE_H
+#define PYTPP_ELTWISE_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* storage dtypes (values of F64/F32 match enum pytpp_dtype in gemm.h) */
+enum pytpp_ew_dtype { PYTPP_EW_F64 = 0, PYTPP_EW_F32 = 1, PYTPP_EW_BF16 = 2, PYTPP_EW_NDT = 3 };
+
+enum pytpp_ew_bcast { PYTPP_EW_BCAST_NONE = 0, PYTPP_EW_BCAST_ROW = 1, PYTPP_EW_BCAST_COL = 2,
+                      PYTPP_EW_BCAST_SCALAR = 3 };
+
+/* Unary ops: y = f(x). "_APPROX" variants are the fast approximations (float32 compute;
+ * float64 compute runs the exact form). */
+enum pytpp_ew_unary_op {
+    PYTPP_EW_IDENTITY = 0, PYTPP_EW_ZERO, PYTPP_EW_SQUARE, PYTPP_EW_INC, PYTPP_EW_DEC,
+    PYTPP_EW_NEGATE, PYTPP_EW_ABS, PYTPP_EW_SQRT, PYTPP_EW_RECIPROCAL, PYTPP_EW_RSQRT,
+    PYTPP_EW_RELU,
+    PYTPP_EW_EXP, PYTPP_EW_EXP_APPROX,
+    PYTPP_EW_TANH, PYTPP_EW_TANH_PADE, PYTPP_EW_TANH_MINIMAX,
+    PYTPP_EW_SIGMOID, PYTPP_EW_SIGMOID_PADE,
+    PYTPP_EW_GELU, PYTPP_EW_GELU_MINIMAX,               /* erf form */
+    PYTPP_EW_GELU_TANH, PYTPP_EW_GELU_TANH_PADE,        /* tanh form */
+    PYTPP_EW_N_UNARY
+};
+
+/* Binary ops: o = f(x, y). The *_INV ops are activation backward passes: x = incoming gradient,
+ * y = the forward input (relu, gelu) or the forward output (tanh, sigmoid). */
+enum pytpp_ew_binary_op {
+    PYTPP_EW_ADD = 0, PYTPP_EW_SUB, PYTPP_EW_MUL, PYTPP_EW_DIV, PYTPP_EW_MAX, PYTPP_EW_MIN,
+    PYTPP_EW_RELU_INV, PYTPP_EW_TANH_INV, PYTPP_EW_SIGMOID_INV, PYTPP_EW_GELU_INV,
+    PYTPP_EW_GELU_TANH_INV, PYTPP_EW_EXP_INV,
+    PYTPP_EW_N_BINARY
+};
+
+/* Ternary ops: o = f(x, y, z). MULADD o = x*y + z, NMULADD o = z - x*y. */
+enum pytpp_ew_ternary_op { PYTPP_EW_MULADD = 0, PYTPP_EW_NMULADD, PYTPP_EW_N_TERNARY };
+
+enum pytpp_ew_cmp { PYTPP_EW_CMP_EQ = 0, PYTPP_EW_CMP_NE, PYTPP_EW_CMP_LT, PYTPP_EW_CMP_LE,
+                    PYTPP_EW_CMP_GT, PYTPP_EW_CMP_GE, PYTPP_EW_N_CMP };
+
+enum pytpp_ew_reduce { PYTPP_EW_RED_SUM = 0, PYTPP_EW_RED_MUL, PYTPP_EW_RED_MAX,
+                       PYTPP_EW_RED_MIN, PYTPP_EW_N_RED };
+
+/* Row kernels on contiguous compute-dtype data. bc bit 0: x is one scalar, bit 1: y, bit 2: z. */
+typedef void (*pytpp_ew_unary_fn)(int64_t n, const void *x, void *y);
+typedef void (*pytpp_ew_binary_fn)(int64_t n, const void *x, const void *y, void *o, int bc);
+typedef void (*pytpp_ew_ternary_fn)(int64_t n, const void *x, const void *y, const void *z,
+                                    void *o, int bc);
+/* bits: bit j of the row set <=> x[j] op y[j] */
+typedef void (*pytpp_ew_cmp_fn)(int64_t n, const void *x, const void *y, uint8_t *bits, int bc,
+                                int op);
+/* o[j] = bit j ? y[j] : x[j] */
+typedef void (*pytpp_ew_blend_fn)(int64_t n, const void *x, const void *y, const uint8_t *bits,
+                                  void *o, int bc);
+/* Dropout of one row whose first element has logical index `base`: keep iff hash(seed, index)
+ * >= thresh; y = keep ? x * scale : 0; keep-bits written when bits != NULL. */
+typedef void (*pytpp_ew_dropout_fn)(int64_t n, const void *x, void *y, uint8_t *bits,
+                                    uint64_t base, uint64_t seed, uint32_t thresh, double scale);
+/* Backward: y = bit ? x * scale : 0 */
+typedef void (*pytpp_ew_dropout_inv_fn)(int64_t n, const void *x, void *y, const uint8_t *bits,
+                                        double scale);
+/* uniform [0, 1) numbers from the same counter-based generator */
+typedef void (*pytpp_ew_rand_fn)(int64_t n, void *y, uint64_t base, uint64_t seed);
+/* Softmax of one row. */
+typedef void (*pytpp_ew_softmax_fn)(int64_t n, const void *x, void *y, int approx);
+/* Reductions: scalar of a row (reduce over columns), or acc[j] = op(acc[j], f(x[j])) (over rows);
+ * squared: reduce x*x. */
+typedef double (*pytpp_ew_reduce_row_fn)(int64_t n, const void *x, int op, int squared);
+typedef void (*pytpp_ew_reduce_acc_fn)(int64_t n, const void *x, void *acc, int op, int squared);
+/* y (n x m, ldy) = x^T for x (m x n, ldx) */
+typedef void (*pytpp_ew_transpose_fn)(int64_t m, int64_t n, const void *x, int64_t ldx, void *y,
+                                      int64_t ldy);
+typedef void (*pytpp_ew_cvt_fn)(int64_t n, const void *x, void *y);
+
+typedef struct pytpp_ew_kernels {
+    const char *name;          /* ISA level, e.g. "avx512" */
+    int dtype;                 /* compute dtype, PYTPP_EW_F32 or PYTPP_EW_F64 */
+    int vl;
+    pytpp_ew_unary_fn unary[PYTPP_EW_N_UNARY];
+    pytpp_ew_binary_fn binary[PYTPP_EW_N_BINARY];
+    pytpp_ew_ternary_fn ternary[PYTPP_EW_N_TERNARY];
+    pytpp_ew_cmp_fn cmp;
+    pytpp_ew_blend_fn blend;
+    pytpp_ew_dropout_fn dropout;
+    pytpp_ew_dropout_inv_fn dropout_inv;
+    pytpp_ew_rand_fn rand;
+    pytpp_ew_softmax_fn softmax;
+    pytpp_ew_reduce_row_fn reduce_row;
+    pytpp_ew_reduce_acc_fn reduce_acc;
+    pytpp_ew_transpose_fn transpose;
+    /* storage conversions: to compute dtype from [dt], from compute dtype to [dt] */
+    pytpp_ew_cvt_fn load_cvt[PYTPP_EW_NDT];
+    pytpp_ew_cvt_fn store_cvt[PYTPP_EW_NDT];
+} pytpp_ew_kernels;
+
+/* One operand of a 2D element-wise call. */
+typedef struct pytpp_ew_operand {
+    void *p;
+    int64_t ld;        /* row stride in elements (ignored for ROW/SCALAR broadcast) */
+    int dtype;         /* storage dtype */
+    int bcast;         /* enum pytpp_ew_bcast */
+} pytpp_ew_operand;
+
+enum pytpp_ew_kind { PYTPP_EW_KIND_UNARY = 0, PYTPP_EW_KIND_BINARY, PYTPP_EW_KIND_TERNARY,
+                     PYTPP_EW_KIND_CMP, PYTPP_EW_KIND_BLEND, PYTPP_EW_KIND_DROPOUT,
+                     PYTPP_EW_KIND_DROPOUT_INV, PYTPP_EW_KIND_RAND, PYTPP_EW_KIND_SOFTMAX };
+
+/* A 2D element-wise call: o (m x n) = op(in[0..nin-1]). Bitmask operands (cmp output, blend
+ * input, dropout output/input) are `bits` with row stride `ldm` bytes. */
+typedef struct pytpp_ew_call {
+    int kind, op, nin;
+    int64_t m, n;
+    pytpp_ew_operand in[3];
+    pytpp_ew_operand out;
+    uint8_t *bits;
+    int64_t ldm;
+    /* dropout / rand */
+    uint64_t seed, base;       /* base: logical index of element (0, 0) */
+    uint32_t thresh;
+    double scale;
+    int approx;                /* softmax */
+} pytpp_ew_call;
+
+/* Runs a 2D element-wise call on up to nthreads threads. Returns 0. */
+int pytpp_ew_run(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int nthreads);
+
+/* Reduction of x (m x n) over rows (axis 0, out has n entries) or columns (axis 1, m entries),
+ * out in dtype out_dt. */
+int pytpp_ew_reduce(const pytpp_ew_kernels *kt, int64_t m, int64_t n, const void *x, int64_t ldx,
+                    int x_dt, void *out, int out_dt, int axis, int op, int squared, int nthreads);
+
+/* y (n x m, ldy) = x^T (x: m x n, ldx); esz 2, 4 or 8 bytes. kt32/kt64: tables with 32/64-bit
+ * transpose kernels (NULL: portable loop). */
+int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt64, int esz,
+                       int64_t m, int64_t n, const void *x, int64_t ldx, void *y, int64_t ldy,
+                       int nthreads);
+
+/* Data movement TPPs (portable; memory-bound). esz = element size in bytes. */
+/* VNNI formatting: x (K x N, ldx) -> y [K/alpha][N][alpha] (K padded with zeros to alpha). */
+void pytpp_ew_vnni(int esz, int alpha, int64_t k, int64_t n, const void *x, int64_t ldx, void *y);
+/* VNNI -> VNNI-transpose: x [K/a][N][a] -> y [N/a][K][a] (N and K padded to a multiple of a). */
+void pytpp_ew_vnni_transpose(int esz, int alpha, int64_t k, int64_t n, const void *x, void *y);
+/* rows gather: y[i] = x[idx[i]]; scatter: y[idx[i]] = x[i]  (rows of n elements) */
+void pytpp_ew_gather_rows(int esz, int64_t count, int64_t n, const void *x, int64_t ldx,
+                          const int64_t *idx, void *y, int64_t ldy, int nthreads);
+void pytpp_ew_scatter_rows(int esz, int64_t count, int64_t n, const void *x, int64_t ldx,
+                           const int64_t *idx, void *y, int64_t ldy);
+/* split float32 into bf16 hi/lo halves (raw bits) and back */
+void pytpp_ew_unpack_f32(int64_t n, const uint32_t *x, uint16_t *hi, uint16_t *lo);
+void pytpp_ew_pack_f32(int64_t n, const uint16_t *hi, const uint16_t *lo, uint32_t *x);
+
+/* Kernel tables, one per (ISA, compute dtype); ISA ones only after a cpu check. */
+extern const pytpp_ew_kernels pytpp_ew_f64_ref, pytpp_ew_f32_ref;
+extern const pytpp_ew_kernels pytpp_ew_f64_avx2, pytpp_ew_f32_avx2;
+extern const pytpp_ew_kernels pytpp_ew_f64_avx512, pytpp_ew_f32_avx512;
+
+/* counter-based generator: a xorshift-multiply mix of (seed, index); the same on every ISA. */
+static inline uint32_t pytpp_ew_hash(uint64_t seed, uint64_t idx)
+{
+    uint32_t h = (uint32_t)idx * 0x9E3779B1u + (uint32_t)seed;
+    h ^= (uint32_t)(idx >> 32) * 0x7FEB352Du ^ (uint32_t)(seed >> 32);
+    h ^= h << 13; h ^= h >> 17; h ^= h << 5;
+    h *= 0x846CA68Bu;
+    h ^= h >> 16;
+    return h;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

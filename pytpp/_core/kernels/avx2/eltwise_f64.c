@@ -1,0 +1,4 @@
+/* Element-wise row kernels, f64, avx2: instantiated from the shared template. */
+#define PYTPP_DT_F64
+#include "pytpp/eltwise_simd_avx2.h"
+#include "pytpp/eltwise_ukr.inc"

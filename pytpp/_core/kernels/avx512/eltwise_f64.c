@@ -1,0 +1,4 @@
+/* Element-wise row kernels, f64, avx512: instantiated from the shared template. */
+#define PYTPP_DT_F64
+#include "pytpp/eltwise_simd_avx512.h"
+#include "pytpp/eltwise_ukr.inc"

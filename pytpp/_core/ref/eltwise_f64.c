@@ -1,0 +1,4 @@
+/* Element-wise row kernels, f64, ref: instantiated from the shared template. */
+#define PYTPP_DT_F64
+#include "pytpp/eltwise_simd_ref.h"
+#include "pytpp/eltwise_ukr.inc"

@@ -1,0 +1,126 @@
+"""Element-wise TPPs on large arrays: activations, softmax rows, transpose.
+
+Rates are GB/s of bytes read + written per call, shown as % of the measured copy bandwidth
+(STREAM-like, also read + write). All implementations write into preallocated outputs.
+"""
+import ml_dtypes
+import numpy as np
+
+import pytpp
+from pytpp import nn
+from pytpp.benchmarks._harness import optional_import
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def _peers_unary(h, name, x, out):
+    """(label, fn) pairs of numpy / scipy / torch for activation `name` on float32 x."""
+    impls = []
+    sp = optional_import("scipy.special")
+    torch = h.torch
+    if x.dtype == np.float32:
+        if name == "exp":
+            impls.append(("numpy exp", lambda: np.exp(x, out=out)))
+        elif name == "tanh":
+            impls.append(("numpy tanh", lambda: np.tanh(x, out=out)))
+        elif name == "sigmoid" and sp is not None:
+            import scipy.special as sps
+            impls.append(("scipy expit", lambda: sps.expit(x, out=out)))
+        elif name == "gelu" and sp is not None:
+            import scipy.special as sps
+            c = np.float32(1 / np.sqrt(2))
+            impls.append(("scipy erf gelu", lambda: np.multiply(
+                np.multiply(x, 0.5, out=out), 1 + sps.erf(x * c), out=out)))
+        elif name == "gelu_tanh":
+            k = np.float32(np.sqrt(2 / np.pi))
+            impls.append(("numpy tanh gelu", lambda: np.multiply(
+                x * 0.5, 1 + np.tanh(k * (x + 0.044715 * x ** 3)), out=out)))
+        elif name == "relu":
+            impls.append(("numpy maximum", lambda: np.maximum(x, 0, out=out)))
+    if torch is not None:
+        tdt = torch.float32 if x.dtype == np.float32 else torch.bfloat16
+        tx = torch.from_numpy(x.view(np.uint16) if x.dtype == BF16 else x)
+        to = torch.from_numpy(out.view(np.uint16) if x.dtype == BF16 else out)
+        if x.dtype == BF16:
+            tx, to = tx.view(tdt), to.view(tdt)
+        F = torch.nn.functional
+        fns = {"exp": lambda: torch.exp(tx, out=to), "tanh": lambda: torch.tanh(tx, out=to),
+               "sigmoid": lambda: torch.sigmoid(tx, out=to),
+               "gelu": lambda: to.copy_(F.gelu(tx)),
+               "gelu_tanh": lambda: to.copy_(F.gelu(tx, approximate="tanh")),
+               "relu": lambda: torch.clamp_min(tx, 0, out=to)}
+        impls.append((f"torch {name}", fns[name]))
+    return impls
+
+
+def _activations(h, threads, n):
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, BF16):
+        x = rng.standard_normal(n).astype(dtype)
+        out = np.empty_like(x)
+        nbytes = 2 * x.nbytes
+        dname = np.dtype(dtype).name
+        cases = [("exp", lambda: nn.exp(x, approx=True, out=out), "approx"),
+                 ("exp", lambda: nn.exp(x, out=out), "exact"),
+                 ("tanh", lambda: nn.tanh(x, approx=True, out=out), "pade"),
+                 ("tanh", lambda: nn.tanh(x, approx="minimax", out=out), "minimax"),
+                 ("sigmoid", lambda: nn.sigmoid(x, approx=True, out=out), "approx"),
+                 ("gelu", lambda: nn.gelu(x, approx=True, out=out), "minimax"),
+                 ("gelu", lambda: nn.gelu(x, out=out), "exact erf"),
+                 ("gelu_tanh", lambda: nn.gelu(x, "tanh", approx=True, out=out), "pade"),
+                 ("gelu_tanh", lambda: nn.gelu(x, "tanh", out=out), "exact"),
+                 ("relu", lambda: nn.relu(x, out=out), "")]
+        done_peers = set()
+        for name, fn, label in cases:
+            impls = [(f"pytpp {label}".strip(), fn)]
+            if name not in done_peers:
+                impls += _peers_unary(h, name, x, out)
+                done_peers.add(name)
+            h.compare(f"{name} {dname} n={n}", threads, nbytes, "GB/s", "copy_gbs", impls)
+
+
+def _softmax(h, threads):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4096, 1024)).astype(np.float32)
+    out = np.empty_like(x)
+    impls = [("pytpp exact", lambda: nn.softmax(x, out=out)),
+             ("pytpp approx", lambda: nn.softmax(x, approx=True, out=out))]
+    sp = optional_import("scipy.special")
+    if sp is not None:
+        import scipy.special as sps
+        impls.append(("scipy softmax", lambda: sps.softmax(x, axis=-1)))
+    if h.torch is not None:
+        torch = h.torch
+        tx, to = torch.from_numpy(x), torch.from_numpy(out)
+        impls.append(("torch softmax", lambda: torch.softmax(tx, -1, out=to)
+                      if hasattr(torch, "softmax") else None))
+    h.compare("softmax float32 (4096, 1024) axis=-1", threads, 2 * x.nbytes, "GB/s", "copy_gbs",
+              impls)
+
+
+def _transpose(h, threads, n):
+    rng = np.random.default_rng(2)
+    for dtype in (np.float32, BF16):
+        x = rng.standard_normal((n, n)).astype(dtype)
+        out = np.empty_like(x)
+        k = pytpp.tpp.unary("transpose", n, n, dtype)
+        impls = [("pytpp transpose", lambda: k(x, out)),
+                 ("numpy copyto(x.T)", lambda: np.copyto(out, x.T)),
+                 ("numpy copy (ref)", lambda: np.copyto(out, x))]
+        if h.torch is not None and dtype == np.float32:
+            torch = h.torch
+            tx, to = torch.from_numpy(x), torch.from_numpy(out)
+            impls.append(("torch t().copy", lambda: to.copy_(tx.t())))
+        h.compare(f"transpose {np.dtype(dtype).name} {n}x{n}", threads, 2 * x.nbytes, "GB/s",
+                  "copy_gbs", impls)
+
+
+def run(h):
+    h.header("Element-wise TPPs: GB/s (read + write) and % of measured copy bandwidth")
+    n = (4 << 20) if h.quick else (16 << 20)
+    tn = 2048 if h.quick else 4096
+    for threads in h.threads:
+        h.set_threads(threads)
+        _activations(h, threads, n)
+        _softmax(h, threads)
+        _transpose(h, threads, tn)

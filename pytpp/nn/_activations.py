@@ -1,0 +1,486 @@
+"""Activations, softmax and dropout on numpy arrays, run by the element-wise TPP engine.
+
+Any float dtype (float64, float32, bfloat16), any shape and strides: layouts that fold into rows
+of unit-stride elements (C or Fortran-ordered slices, negative outer strides, ...) run in place
+with one kernel call; others go through a contiguous copy. Large arrays use
+``pytpp.get_num_threads()`` threads.
+"""
+import operator
+
+import ml_dtypes
+import numpy as np
+
+from pytpp._core import _eltwise as _ew
+from pytpp._core import _runtime
+from pytpp._validate import check_out
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+FLOATS = (np.dtype(np.float64), np.dtype(np.float32), BF16)
+_DT = {np.dtype(np.float64): 0, np.dtype(np.float32): 1, BF16: 2}
+
+# C op codes (enum pytpp_ew_unary_op / pytpp_ew_binary_op)
+_U = dict(relu=10, exp=11, exp_approx=12, tanh=13, tanh_pade=14, tanh_minimax=15, sigmoid=16,
+          sigmoid_pade=17, gelu=18, gelu_minimax=19, gelu_tanh=20, gelu_tanh_pade=21)
+_B = dict(relu_inv=6, tanh_inv=7, sigmoid_inv=8, gelu_inv=9, gelu_tanh_inv=10, exp_inv=11)
+
+
+def _float_array(x, name, fn):
+    arr = np.asarray(x)
+    if arr.dtype not in FLOATS:
+        if arr.dtype.kind in "iub" and name == "x":
+            arr = arr.astype(np.float64)
+        else:
+            raise TypeError(f"{fn}: {name} has dtype {arr.dtype}; expected float64, float32 or "
+                            f"bfloat16")
+    return arr
+
+
+def _plan2d(shape, arrays):
+    """(m, n, [ld per array]) such that every array is m rows of n unit-stride elements with a
+    constant row stride; None when no such split exists."""
+    dims = [i for i, s in enumerate(shape) if s != 1]
+    if any(a.strides[i] % a.itemsize for a in arrays for i in dims):
+        return None
+    for k in range(len(dims) + 1):           # dims[k:] are the row, dims[:k] fold into m
+        inner, outer = dims[k:], dims[:k]
+        ok = True
+        lds = []
+        for a in arrays:
+            es = [s // a.itemsize for s in a.strides]
+            expect = 1
+            for i in reversed(inner):
+                if es[i] != expect:
+                    ok = False
+                    break
+                expect *= shape[i]
+            if not ok:
+                break
+            for j in range(len(outer) - 1):
+                if es[outer[j]] != es[outer[j + 1]] * shape[outer[j + 1]]:
+                    ok = False
+                    break
+            if not ok:
+                break
+            lds.append(es[outer[-1]] if outer else 0)
+        if ok:
+            n = int(np.prod([shape[i] for i in inner], dtype=np.int64))
+            m = int(np.prod([shape[i] for i in outer], dtype=np.int64))
+            if not outer:
+                lds = [n] * len(arrays)
+            return m, n, lds
+    return None
+
+
+def _cdt(*dts):
+    return 0 if any(d == np.float64 for d in dts) else 1
+
+
+def _prepare_out(out, shape, dtype, fn, inputs):
+    if out is None:
+        return np.empty(shape, dtype), True
+    check_out(out, shape, dtype, fn, inputs)
+    return out, False
+
+
+def _fold(shape, arrays):
+    """(m, [row stride per array]) when the dims of `shape` fold into one strided dimension for
+    every array (size-1 dims ignored); None otherwise."""
+    dims = [i for i, s in enumerate(shape) if s != 1]
+    m = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    lds = []
+    for a in arrays:
+        if any(a.strides[i] % a.itemsize for i in dims):
+            return None
+        es = [a.strides[i] // a.itemsize for i in range(len(shape))]
+        for j in range(len(dims) - 1):
+            if es[dims[j]] != es[dims[j + 1]] * shape[dims[j + 1]]:
+                return None
+        lds.append(es[dims[-1]] if dims else 0)
+    return m, lds
+
+
+def _run(kind, op, fn, ins, out, bits=None, ldm=0, **kw):
+    """Run one element-wise call over same-shape arrays `ins` into `out` (validated)."""
+    shape = out.shape
+    if out.size == 0:
+        return out
+    arrays = list(ins) + [out]
+    plan = _plan2d(shape, arrays)
+    if plan is not None and bits is not None:
+        m, n, _ = plan
+        if m > 1 and n % 8:
+            plan = None
+    if plan is None:
+        # general strides: contiguous copies, then write back
+        tmp_in = [np.ascontiguousarray(a) for a in ins]
+        tmp_out = np.empty(shape, out.dtype)
+        _run(kind, op, fn, tmp_in, tmp_out, bits=bits, ldm=ldm, **kw)
+        out[...] = tmp_out
+        return out
+    m, n, lds = plan
+    cdt = _cdt(*(a.dtype for a in arrays))
+    spec = tuple((a, ld, _DT[a.dtype], 0) for a, ld in zip(ins, lds[:-1]))
+    if bits is not None:
+        ldm = n // 8 if m > 1 else (n + 7) // 8
+    _ew.run(kind, op, m, n, spec, (out, lds[-1], _DT[out.dtype]), cdt,
+            _runtime.isa_index(_runtime.get_isa()), bits, ldm, **kw)
+    return out
+
+
+def _unary(name, code, x, out):
+    fn = f"pytpp.nn.{name}"
+    x = _float_array(x, "x", fn)
+    out, _ = _prepare_out(out, x.shape, x.dtype, fn, ())
+    if out is not x and np.may_share_memory(out, x) and not _same_view(out, x):
+        raise ValueError(f"{fn}: out overlaps x without being x itself")
+    return _run(_ew.KIND_UNARY, code, fn, [x], out)
+
+
+def _same_view(a, b):
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+            and a.strides == b.strides and a.shape == b.shape)
+
+
+def _approx_code(name, approx, fn, choices):
+    if approx in (False, None, "none", "exact"):
+        return _U[name]
+    key = {True: choices[0], "pade": "pade", "minimax": "minimax", "fast": choices[0]}.get(approx)
+    if key not in choices:
+        raise ValueError(f"{fn}: approx must be False, True or one of {choices}; got {approx!r}")
+    return _U[f"{name}_{key}" if key != "fast" else f"{name}_{choices[0]}"]
+
+
+def relu(x, *, out=None):
+    """Rectified linear unit ``max(x, 0)``, element-wise.
+
+    Parameters
+    ----------
+    x : array_like
+        float64, float32 or bfloat16 input of any shape and strides.
+    out : ndarray, optional
+        Where to write the result (same shape and dtype as x); may be x itself.
+
+    Returns
+    -------
+    ndarray
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.relu(np.array([-1.0, 0.5, 2.0]))
+    array([0. , 0.5, 2. ])
+    """
+    return _unary("relu", _U["relu"], x, out)
+
+
+def exp(x, *, approx=False, out=None):
+    """Exponential, element-wise.
+
+    ``approx=True``: 2^n * 2^y with a degree-4 polynomial (float32 compute; relative error bound
+    in docs/eltwise.md). ``approx=False``: within ~1 ulp.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.exp(np.array([0.0, 1.0], np.float32))
+    array([1.       , 2.7182817], dtype=float32)
+    """
+    return _unary("exp", _approx_code("exp", approx, "pytpp.nn.exp", ("approx",)), x, out)
+
+
+def tanh(x, *, approx=False, out=None):
+    """Hyperbolic tangent, element-wise.
+
+    ``approx=True`` or ``'pade'``: Pade [7/8] rational function with clamped input;
+    ``'minimax'``: 16-interval piecewise polynomial; ``False``: within a few ulp.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.tanh(np.array([0.0, 1.0]))
+    array([0.        , 0.76159416])
+    """
+    return _unary("tanh", _approx_code("tanh", approx, "pytpp.nn.tanh", ("pade", "minimax")), x, out)
+
+
+def sigmoid(x, *, approx=False, out=None):
+    """Logistic sigmoid ``1 / (1 + exp(-x))``; ``approx=True``: ``(tanh_pade(x/2) + 1) / 2``.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.sigmoid(np.array([0.0]))
+    array([0.5])
+    """
+    return _unary("sigmoid", _approx_code("sigmoid", approx, "pytpp.nn.sigmoid", ("pade",)), x, out)
+
+
+def _gelu_name(approximate, fn):
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"{fn}: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return "gelu" if approximate == "none" else "gelu_tanh"
+
+
+def gelu(x, approximate="none", *, approx=False, out=None):
+    """Gaussian error linear unit ``x * Phi(x)`` (``approximate='none'``, erf form) or its tanh
+    form ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (``approximate='tanh'``), as in
+    ``torch.nn.functional.gelu``.
+
+    ``approx=True`` computes the erf form by a 16-interval minimax polynomial and the tanh form
+    through the Pade tanh (float32 compute; bounds in docs/eltwise.md).
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.gelu(np.array([-1.0, 0.0, 1.0])).round(6)
+    array([-0.158655,  0.      ,  0.841345])
+    """
+    fn = "pytpp.nn.gelu"
+    name = _gelu_name(approximate, fn)
+    choices = ("minimax",) if name == "gelu" else ("pade",)
+    return _unary("gelu", _approx_code(name, approx, fn, choices), x, out)
+
+
+def _backward(name, code, grad, x, xname, out):
+    fn = f"pytpp.nn.{name}"
+    g = _float_array(grad, "grad", fn)
+    v = _float_array(x, xname, fn)
+    if g.shape != v.shape:
+        raise ValueError(f"{fn}: grad has shape {g.shape} but {xname} has shape {v.shape}")
+    out, _ = _prepare_out(out, g.shape, g.dtype, fn, ())
+    return _run(_ew.KIND_BINARY, code, fn, [g, v], out)
+
+
+def relu_backward(grad, x, *, out=None):
+    """Gradient of :func:`relu`: ``grad * (x > 0)``.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.relu_backward(np.ones(3), np.array([-1.0, 0.0, 2.0]))
+    array([0., 0., 1.])
+    """
+    return _backward("relu_backward", _B["relu_inv"], grad, x, "x", out)
+
+
+def tanh_backward(grad, y, *, out=None):
+    """Gradient of :func:`tanh` from its output ``y``: ``grad * (1 - y^2)``.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.tanh_backward(np.ones(2), np.array([0.0, 0.5]))
+    array([1.  , 0.75])
+    """
+    return _backward("tanh_backward", _B["tanh_inv"], grad, y, "y", out)
+
+
+def sigmoid_backward(grad, y, *, out=None):
+    """Gradient of :func:`sigmoid` from its output ``y``: ``grad * y * (1 - y)``.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.sigmoid_backward(np.ones(1), np.array([0.5]))
+    array([0.25])
+    """
+    return _backward("sigmoid_backward", _B["sigmoid_inv"], grad, y, "y", out)
+
+
+def exp_backward(grad, y, *, out=None):
+    """Gradient of :func:`exp` from its output ``y``: ``grad * y``.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.exp_backward(np.full(1, 2.0), np.array([3.0]))
+    array([6.])
+    """
+    return _backward("exp_backward", _B["exp_inv"], grad, y, "y", out)
+
+
+def gelu_backward(grad, x, approximate="none", *, out=None):
+    """Gradient of :func:`gelu` (exact derivative of the chosen form) at the input ``x``.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.gelu_backward(np.ones(2), np.array([0.0, 1.0])).round(6)
+    array([0.5     , 1.083315])
+    """
+    fn = "pytpp.nn.gelu_backward"
+    name = _gelu_name(approximate, fn)
+    return _backward("gelu_backward", _B[name + "_inv"], grad, x, "x", out)
+
+
+def softmax(x, axis=-1, *, approx=False, out=None):
+    """Softmax along `axis`: ``exp(x - max) / sum(exp(x - max))``, one fused row kernel (max,
+    exp and sum, scale: paper 5.1.1) per row.
+
+    Parameters
+    ----------
+    x : array_like
+        float64, float32 or bfloat16.
+    axis : int
+        The axis normalised (default: the last one, the fast path).
+    approx : bool
+        Use the approximate exp (float32 compute).
+    out : ndarray, optional
+        Output of x's shape and dtype; may be x itself.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.softmax(np.array([[0.0, 0.0], [0.0, np.log(3.0)]]))
+    array([[0.5 , 0.5 ],
+           [0.25, 0.75]])
+    """
+    fn = "pytpp.nn.softmax"
+    x = _float_array(x, "x", fn)
+    if x.ndim == 0:
+        raise ValueError(f"{fn}: x must have at least one dimension")
+    try:
+        ax = int(operator.index(axis))
+    except TypeError:
+        raise TypeError(f"{fn}: axis must be an integer, got {type(axis).__name__}") from None
+    if not -x.ndim <= ax < x.ndim:
+        raise ValueError(f"{fn}: axis {axis} is out of bounds for an array of {x.ndim} dims")
+    ax %= x.ndim
+    out, _ = _prepare_out(out, x.shape, x.dtype, fn, ())
+    if out.size == 0:
+        return out
+    xv = np.moveaxis(x, ax, -1)
+    ov = np.moveaxis(out, ax, -1)
+    n = xv.shape[-1]
+    plan = None
+    if n == 1 or (xv.strides[-1] == xv.itemsize and ov.strides[-1] == ov.itemsize):
+        fold = _fold(xv.shape[:-1], [xv, ov])
+        if fold is not None:
+            m, lds = fold
+            plan = (m, n, [ld if m > 1 else n for ld in lds])
+    if plan is None:
+        xc = np.ascontiguousarray(xv)
+        oc = np.empty(xc.shape, out.dtype)
+        softmax(xc, -1, approx=approx, out=oc)
+        ov[...] = oc
+        return out
+    m, n, lds = plan
+    cdt = _cdt(x.dtype, out.dtype)
+    _ew.run(_ew.KIND_SOFTMAX, 0, m, n, ((xv, lds[0], _DT[x.dtype], 0),),
+            (ov, lds[1], _DT[out.dtype]), cdt, _runtime.isa_index(_runtime.get_isa()),
+            approx=int(bool(approx)))
+    return out
+
+
+def softmax_backward(grad, y, axis=-1, *, out=None):
+    """Gradient of :func:`softmax` from its output ``y``: ``y * (grad - sum(grad * y, axis))``.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.softmax_backward(np.array([1.0, 0.0]), np.array([0.5, 0.5]))
+    array([ 0.25, -0.25])
+    """
+    fn = "pytpp.nn.softmax_backward"
+    g = _float_array(grad, "grad", fn)
+    yv = _float_array(y, "y", fn)
+    if g.shape != yv.shape:
+        raise ValueError(f"{fn}: grad has shape {g.shape} but y has shape {yv.shape}")
+    cdt = np.float64 if np.float64 in (g.dtype, yv.dtype) else np.float32
+    g32, y32 = g.astype(cdt, copy=False), yv.astype(cdt, copy=False)
+    res = y32 * (g32 - (g32 * y32).sum(axis=axis, keepdims=True))
+    if out is None:
+        return res.astype(g.dtype)
+    check_out(out, g.shape, g.dtype, fn, ())
+    out[...] = res
+    return out
+
+
+def _ldm_of(m, n):
+    return n // 8 if m > 1 else (n + 7) // 8
+
+
+def dropout(x, p=0.5, seed=0, *, training=True, return_mask=False, out=None):
+    """Dropout: zero each element with probability `p`, scale the rest by ``1 / (1 - p)``.
+
+    The random stream is counter-based (a xorshift-multiply mix of `seed` and the element's
+    C-order index), so the result depends only on (x, p, seed): not on threads, ISA or strides.
+
+    Parameters
+    ----------
+    x : array_like
+    p : float
+        Drop probability, 0 <= p < 1.
+    seed : int
+        Seed of the generator.
+    training : bool
+        False: return x unchanged (a copy into `out` when given).
+    return_mask : bool
+        Also return the keep-mask: uint8 bits of the C-order elements, little-endian within a
+        byte, as ``numpy.packbits(keep.ravel(), bitorder="little")``; feed it to
+        :func:`dropout_backward`.
+    out : ndarray, optional
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> y, mask = pytpp.nn.dropout(np.ones(8), p=0.5, seed=1, return_mask=True)
+    >>> bool(np.all((y == 0) | (y == 2.0)))
+    True
+    >>> np.array_equal(y != 0, np.unpackbits(mask, bitorder="little")[:8].astype(bool))
+    True
+    """
+    fn = "pytpp.nn.dropout"
+    x = _float_array(x, "x", fn)
+    p = float(p)
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"{fn}: p must be in [0, 1), got {p}")
+    out, _ = _prepare_out(out, x.shape, x.dtype, fn, ())
+    nbytes = (x.size + 7) // 8
+    mask = np.zeros(nbytes, np.uint8)
+    if not training or p == 0.0:
+        out[...] = x
+        mask[:] = 0xFF
+        return (out, mask) if return_mask else out
+    thresh = min(int(round(p * 2.0 ** 32)), 2 ** 32 - 1)
+    xc = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+    oc = out if out.flags.c_contiguous else np.empty(x.shape, x.dtype)
+    if x.size:
+        _ew.run(_ew.KIND_DROPOUT, 0, 1, x.size, ((xc, x.size, _DT[x.dtype], 0),),
+                (oc, x.size, _DT[x.dtype]), _cdt(x.dtype), _runtime.isa_index(_runtime.get_isa()),
+                mask, nbytes, seed=int(seed) & (2 ** 64 - 1), thresh=thresh, scale=1.0 / (1.0 - p))
+    if oc is not out:
+        out[...] = oc
+    return (out, mask) if return_mask else out
+
+
+def dropout_backward(grad, mask, p, *, out=None):
+    """Gradient of :func:`dropout`: ``grad / (1 - p)`` where the mask kept the unit, else 0.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> y, mask = pytpp.nn.dropout(np.ones(4), 0.5, seed=3, return_mask=True)
+    >>> np.array_equal(pytpp.nn.dropout_backward(np.ones(4), mask, 0.5), y)
+    True
+    """
+    fn = "pytpp.nn.dropout_backward"
+    g = _float_array(grad, "grad", fn)
+    p = float(p)
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"{fn}: p must be in [0, 1), got {p}")
+    mask = np.asarray(mask)
+    if mask.dtype != np.uint8 or mask.ndim != 1 or mask.size < (g.size + 7) // 8:
+        raise ValueError(f"{fn}: mask must be a 1-D uint8 array of at least {(g.size + 7) // 8} "
+                         f"bytes (from dropout(..., return_mask=True))")
+    mask = np.ascontiguousarray(mask)
+    out, _ = _prepare_out(out, g.shape, g.dtype, fn, ())
+    gc = g if g.flags.c_contiguous else np.ascontiguousarray(g)
+    oc = out if out.flags.c_contiguous else np.empty(g.shape, g.dtype)
+    if g.size:
+        _ew.run(_ew.KIND_DROPOUT_INV, 0, 1, g.size, ((gc, g.size, _DT[g.dtype], 0),),
+                (oc, g.size, _DT[g.dtype]), _cdt(g.dtype), _runtime.isa_index(_runtime.get_isa()),
+                mask, mask.size, scale=1.0 / (1.0 - p))
+    if oc is not out:
+        out[...] = oc
+    return out

@@ -1,0 +1,438 @@
+"""Element-wise TPP descriptors -> cached kernel handles (unary, binary, ternary).
+
+A handle describes 2D row-major operands: ``m`` rows, ``n`` columns, a leading dimension (row
+stride in elements) per operand, storage dtypes (float64, float32, bfloat16) and a compute dtype,
+and per-input broadcast flags: ``"row"`` (one row of n reused by every row), ``"col"`` (one value
+per row, at ``x[i * ld]``) or ``"scalar"``. Operands are C-contiguous arrays addressed as flat
+buffers with the descriptor's leading dimensions (like the BRGEMM handles).
+"""
+import operator
+
+import ml_dtypes
+import numpy as np
+
+from pytpp._core import _eltwise as _ew
+from pytpp._core import _runtime
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+_DT_CODE = {np.dtype(np.float64): 0, np.dtype(np.float32): 1, BF16: 2}
+_BCAST = {None: 0, "none": 0, "row": 1, "col": 2, "scalar": 3}
+
+# unary op name -> (C op code, C op code of the approximation or None)
+_UNARY = {
+    "identity": (0, None), "zero": (1, None), "square": (2, None), "increment": (3, None),
+    "decrement": (4, None), "negate": (5, None), "abs": (6, None), "sqrt": (7, None),
+    "reciprocal": (8, None), "rsqrt": (9, None), "relu": (10, None),
+    "exp": (11, 12), "tanh": (13, 14), "sigmoid": (16, 17), "gelu": (18, 19),
+    "gelu_tanh": (20, 21),
+}
+_TANH_MINIMAX = 15
+# activation backward forms: binary kernels (gradient, forward input or output)
+_BACKWARD = {"relu_inv": 6, "tanh_inv": 7, "sigmoid_inv": 8, "gelu_inv": 9, "gelu_tanh_inv": 10,
+             "exp_inv": 11}
+_BINARY = {"add": 0, "sub": 1, "mul": 2, "div": 3, "max": 4, "min": 5, **_BACKWARD}
+_CMP = {"eq": 0, "ne": 1, "lt": 2, "le": 3, "gt": 4, "ge": 5}
+_TERNARY = {"muladd": 0, "nmuladd": 1}
+_REDUCE = {"sum": 0, "mul": 1, "max": 2, "min": 3}
+
+UNARY_OPS = tuple(_UNARY) + tuple(_BACKWARD) + (
+    "dropout", "dropout_inv", "rand", "reduce", "transpose", "vnni", "vnni_transpose",
+    "gather_rows", "scatter_rows", "replicate_col", "unpack")
+BINARY_OPS = tuple(_BINARY) + ("compare", "pack")
+TERNARY_OPS = tuple(_TERNARY) + ("blend",)
+
+_cache = {}
+
+
+def dtype_of(dtype, fn, name="dtype"):
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{fn}: {name} {dtype!r} is not a dtype; expected float64, float32 or "
+                        f"bfloat16") from None
+    if dt not in _DT_CODE:
+        raise TypeError(f"{fn}: {name} is {dt}; expected float64, float32 or bfloat16")
+    return dt
+
+
+def resolve_compute(*dts):
+    """float64 if any operand is float64, else float32 (bfloat16 always computes in float32)."""
+    return np.dtype(np.float64) if any(np.dtype(d) == np.float64 for d in dts) \
+        else np.dtype(np.float32)
+
+
+def _int(value, name, fn):
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{fn}: {name} must be an integer, got {type(value).__name__}") from None
+    if v < 0:
+        raise ValueError(f"{fn}: {name} must be >= 0, got {v}")
+    return v
+
+
+def _extent(m, n, ld, bcast):
+    if m == 0 or n == 0:
+        return 0
+    return {0: (m - 1) * ld + n, 1: n, 2: (m - 1) * ld + 1, 3: 1}[bcast]
+
+
+def _buffer(arr, name, dtype, need, fn, writable=False):
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"{fn}: {name} must be a numpy.ndarray, got {type(arr).__name__}")
+    if arr.dtype != dtype:
+        raise TypeError(f"{fn}: {name} has dtype {arr.dtype}; expected {dtype}")
+    if not arr.flags.c_contiguous:
+        raise ValueError(f"{fn}: {name} must be C-contiguous (handles address flat buffers with "
+                         f"the descriptor's leading dimensions)")
+    if writable and not arr.flags.writeable:
+        raise ValueError(f"{fn}: {name} is read-only; the kernel writes into it")
+    if arr.size < need:
+        raise ValueError(f"{fn}: {name} has {arr.size} elements; the kernel addresses {need}")
+    return arr
+
+
+class _Kernel:
+    """Common part of the element-wise handles: descriptor, ISA, checks."""
+
+    kind_name = "eltwise"
+
+    def __init__(self, descriptor, isa):
+        self.descriptor = descriptor
+        self._isa = isa
+        self._isa_idx = _runtime.isa_index(isa)
+
+    @property
+    def isa(self):
+        return self._isa
+
+    def __repr__(self):
+        d = ", ".join(f"{k}={v}" for k, v in self.descriptor.items())
+        return f"<pytpp {self.kind_name} kernel {d} isa={self._isa}>"
+
+
+class EltwiseKernel(_Kernel):
+    """A dispatched unary / binary / ternary TPP. Call it with the input arrays then the output
+    (``k(x, out)``, ``k(x, y, out)``, ``k(x, y, z, out)``); it returns the output."""
+
+    def __init__(self, fn, kind, kind_name, op, m, n, in_dts, in_lds, in_bcast, out_dt, ldo, cdt,
+                 isa, descriptor, bits=None, ldm=0, seed=0, thresh=0, scale=1.0):
+        super().__init__(descriptor, isa)
+        self.kind_name = kind_name
+        self._fn = fn
+        self._kind, self._op, self._m, self._n = kind, op, m, n
+        self._in = tuple(zip(in_dts, in_lds, in_bcast))
+        self._out_dt, self._ldo, self._cdt = out_dt, ldo, cdt
+        self._bits_role = bits     # None, "in" or "out"
+        self._ldm = ldm
+        self._seed, self._thresh, self._scale = seed, thresh, scale
+
+    def _check_inputs(self, arrays):
+        fn = self._fn
+        ins = []
+        for i, (arr, (dt, ld, bc)) in enumerate(zip(arrays, self._in)):
+            name = "xyz"[i]
+            _buffer(arr, name, dt, _extent(self._m, self._n, ld, bc), fn)
+            ins.append((arr, ld, _DT_CODE[dt], bc))
+        return tuple(ins)
+
+    def _bits(self, arr, writable):
+        need = self._m * self._ldm if self._n else 0
+        return _buffer(arr, "mask", np.dtype(np.uint8), need, self._fn, writable)
+
+    def __call__(self, *args, seed=None, base=0):
+        fn = self._fn
+        nin = len(self._in)
+        nargs = nin + (self._bits_role == "in") + 1
+        if len(args) != nargs:
+            raise TypeError(f"{fn}: the kernel takes {nargs} arrays, got {len(args)}")
+        ins = self._check_inputs(args[:nin])
+        bits = None
+        if self._bits_role == "in":
+            bits = self._bits(args[nin], False)
+        out = args[-1]
+        if self._bits_role == "out" and self._kind == _ew.KIND_CMP:
+            bits = self._bits(out, True)
+            outspec = None
+        else:
+            _buffer(out, "out", self._out_dt, _extent(self._m, self._n, self._ldo, 0), fn, True)
+            outspec = (out, self._ldo, _DT_CODE[self._out_dt])
+        if self._bits_role == "out" and self._kind == _ew.KIND_DROPOUT:
+            raise TypeError(f"{fn}: use call_with_mask(x, out, mask) for dropout")
+        _ew.run(self._kind, self._op, self._m, self._n, ins, outspec, _DT_CODE[self._cdt],
+                self._isa_idx, bits, self._ldm,
+                seed=self._seed if seed is None else seed, base=base, thresh=self._thresh,
+                scale=self._scale)
+        return out
+
+    def call_with_mask(self, x, out, mask, seed=None, base=0):
+        """Dropout: ``out = x * keep / (1 - p)``, keep-bits into `mask` (uint8, ldm bytes/row)."""
+        fn = self._fn
+        ins = self._check_inputs((x,))
+        _buffer(out, "out", self._out_dt, _extent(self._m, self._n, self._ldo, 0), fn, True)
+        bits = self._bits(mask, True) if mask is not None else None
+        _ew.run(self._kind, self._op, self._m, self._n, ins, (out, self._ldo, _DT_CODE[self._out_dt]),
+                _DT_CODE[self._cdt], self._isa_idx, bits, self._ldm,
+                seed=self._seed if seed is None else seed, base=base, thresh=self._thresh,
+                scale=self._scale)
+        return out, mask
+
+
+class TransformKernel(_Kernel):
+    """Reductions, transposes, VNNI formatting, row gather/scatter, replicate, unpack."""
+
+    def __init__(self, fn, run, descriptor, isa):
+        super().__init__(descriptor, isa)
+        self.kind_name = descriptor["op"]
+        self._fn = fn
+        self._run = run
+
+    def __call__(self, *args):
+        return self._run(self, *args)
+
+
+def _lds(m, n, given, names, fn, bcasts=()):
+    """Leading dimensions (default n); a dense operand's must cover its n columns."""
+    out = []
+    bcasts = tuple(bcasts) + (0,) * (len(given) - len(bcasts))
+    for ld, name, bc in zip(given, names, bcasts):
+        ld = (1 if bc == 2 else n) if ld is None else _int(ld, name, fn)
+        if bc == 0 and ld < n and m > 1:
+            raise ValueError(f"{fn}: {name}={ld} is smaller than the {n} columns it strides over")
+        out.append(ld)
+    return out
+
+
+def _bcast(value, name, fn):
+    if value not in _BCAST:
+        raise ValueError(f"{fn}: {name} must be one of None, 'row', 'col', 'scalar'; got {value!r}")
+    return _BCAST[value]
+
+
+def _resolve_unary(op, approx, fn):
+    code, acode = _UNARY[op]
+    if approx in (False, None, "none", "exact"):
+        return code
+    if op == "tanh" and approx == "minimax":
+        return _TANH_MINIMAX
+    if acode is None:
+        raise ValueError(f"{fn}: op {op!r} has no approximation; use approx=False")
+    if approx in (True, "pade", "minimax", "fast"):
+        return acode
+    raise ValueError(f"{fn}: approx must be False, True, 'pade' or 'minimax'; got {approx!r}")
+
+
+def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi=None, ldo=None,
+          bcast=None, approx=False, p=0.5, seed=0, axis=1, reduce_op="sum", squared=False,
+          alpha=2):
+    """Dispatch a unary TPP on an m x n row-major input.
+
+    Parameters
+    ----------
+    op : str
+        One of :data:`UNARY_OPS`: ``identity`` (copy and dtype conversion; float32 -> bfloat16
+        rounds to nearest even), ``zero``, ``square``, ``increment``, ``decrement``, ``negate``,
+        ``abs``, ``sqrt``, ``reciprocal``, ``rsqrt``, ``relu``, ``exp``, ``tanh``, ``sigmoid``,
+        ``gelu`` (erf form), ``gelu_tanh``; the backward forms ``relu_inv``, ``gelu_inv``,
+        ``gelu_tanh_inv`` (called ``k(grad, x, out)``), ``tanh_inv``, ``sigmoid_inv``, ``exp_inv``
+        (``k(grad, y, out)`` with y the forward output); ``dropout`` (``k.call_with_mask``),
+        ``dropout_inv`` (``k(grad, mask, out)``), ``rand`` (uniform [0, 1), ``k(out)``),
+        ``reduce`` (`reduce_op` over `axis`, optionally of the squared input), ``transpose``,
+        ``vnni`` / ``vnni_transpose`` (`alpha` rows interleaved), ``gather_rows`` /
+        ``scatter_rows`` (``k(x, index, out)``), ``replicate_col`` (an m-vector into m x n),
+        ``unpack`` (float32 -> bfloat16 hi / lo bit halves, ``k(x, hi, lo)``).
+    m, n : int
+        Rows and columns of the input.
+    dtype, out_dtype, compute_dtype : dtype
+        Storage of the input and output (float64, float32, bfloat16) and of the arithmetic
+        (default: float64 if any operand is float64, else float32).
+    ldi, ldo : int, optional
+        Leading dimensions (row strides in elements). Default: n.
+    bcast : {None, 'row', 'col', 'scalar'}
+        Broadcast of the input.
+    approx : bool or {'pade', 'minimax'}
+        Use the fast approximation of exp / tanh / sigmoid / gelu / gelu_tanh (float32 compute;
+        see docs/eltwise.md for the measured errors). False: accurate within a few ulp.
+    p, seed : float, int
+        Dropout probability and generator seed (the default seed of calls).
+
+    Returns
+    -------
+    EltwiseKernel or TransformKernel
+        A cached handle: the same descriptor returns the same object.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> k = pytpp.tpp.unary("relu", 2, 3, np.float32)
+    >>> k(np.array([[-1, 2, -3], [4, -5, 6]], np.float32), np.empty((2, 3), np.float32))
+    array([[0., 2., 0.],
+           [4., 0., 6.]], dtype=float32)
+    """
+    fn = "pytpp.tpp.unary"
+    if op not in UNARY_OPS:
+        raise ValueError(f"{fn}: unknown op {op!r}; expected one of {UNARY_OPS}")
+    m, n = _int(m, "m", fn), _int(n, "n", fn)
+    if op in ("transpose", "vnni", "vnni_transpose", "gather_rows", "scatter_rows", "unpack",
+              "replicate_col", "reduce"):
+        from pytpp.tpp import _transforms
+        return _transforms.make(op, m, n, dtype, out_dtype, compute_dtype, ldi, ldo, axis,
+                                reduce_op, squared, alpha, fn)
+    dt = dtype_of(dtype, fn)
+    odt = dt if out_dtype is None else dtype_of(out_dtype, fn, "out_dtype")
+    cdt = resolve_compute(dt, odt) if compute_dtype is None else dtype_of(compute_dtype, fn, "compute_dtype")
+    if cdt == BF16:
+        raise TypeError(f"{fn}: compute_dtype bfloat16 is not supported; expected float32 or float64")
+    bc = _bcast(bcast, "bcast", fn)
+    ldi, ldo = _lds(m, n, (ldi, ldo), ("ldi", "ldo"), fn, (bc,))
+    isa = _runtime.get_isa()
+    key = ("unary", op, m, n, dt, odt, cdt, ldi, ldo, bc, approx if approx is not True else "t",
+           float(p), int(seed), isa)
+    kern = _cache.get(key)
+    if kern is not None:
+        return kern
+    desc = dict(op=op, m=m, n=n, dtype=dt.name, out_dtype=odt.name, compute_dtype=cdt.name,
+                ldi=ldi, ldo=ldo, bcast=bcast)
+    ldm = (n + 7) // 8
+    if op in _UNARY:
+        code = _resolve_unary(op, approx, fn)
+        desc["approx"] = approx
+        kern = EltwiseKernel(fn, _ew.KIND_UNARY, "unary", code, m, n, (dt,), (ldi,), (bc,), odt,
+                             ldo, cdt, isa, desc)
+    elif op in _BACKWARD:
+        kern = EltwiseKernel(fn, _ew.KIND_BINARY, "unary", _BACKWARD[op], m, n, (dt, dt),
+                             (ldi, ldi), (bc, bc), odt, ldo, cdt, isa, desc)
+    elif op in ("dropout", "dropout_inv"):
+        p = float(p)
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"{fn}: p must be in [0, 1), got {p}")
+        thresh = min(int(round(p * 2.0 ** 32)), 2 ** 32 - 1)
+        desc.update(p=p, ldm=ldm)
+        kind = _ew.KIND_DROPOUT if op == "dropout" else _ew.KIND_DROPOUT_INV
+        kern = EltwiseKernel(fn, kind, "unary", 0, m, n, (dt,), (ldi,), (0,), odt, ldo, cdt, isa,
+                             desc, bits="out" if op == "dropout" else "in", ldm=ldm,
+                             seed=int(seed), thresh=thresh, scale=1.0 / (1.0 - p))
+    elif op == "rand":
+        kern = EltwiseKernel(fn, _ew.KIND_RAND, "unary", 0, m, n, (), (), (), odt, ldo, cdt, isa,
+                             desc, seed=int(seed))
+    _cache[key] = kern
+    return kern
+
+
+def binary(op, m, n, dtype=np.float32, *, dtype1=None, out_dtype=None, compute_dtype=None,
+           ld0=None, ld1=None, ldo=None, bcast0=None, bcast1=None, cmp="gt"):
+    """Dispatch a binary TPP ``out = op(x, y)`` on m x n operands.
+
+    Parameters
+    ----------
+    op : str
+        ``add``, ``sub``, ``mul``, ``div``, ``max``, ``min``, the activation backward forms
+        (``relu_inv`` ... as in :func:`unary`), ``compare`` (out is a bitmask: uint8 rows of
+        ceil(n / 8) bytes, bit j of a row little-endian, set where ``x cmp y``) or ``pack``
+        (bfloat16 bit halves hi, lo -> float32, the inverse of unary ``unpack``).
+    dtype, dtype1, out_dtype, compute_dtype : dtype
+        Storage of x, y (default: dtype) and out, and the arithmetic dtype.
+    ld0, ld1, ldo : int, optional
+        Leading dimensions of x, y and out.
+    bcast0, bcast1 : {None, 'row', 'col', 'scalar'}
+        Broadcasts of x and y.
+    cmp : {'eq', 'ne', 'lt', 'le', 'gt', 'ge'}
+        Predicate of ``compare``.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> k = pytpp.tpp.binary("add", 2, 3, np.float64, bcast1="row")
+    >>> k(np.ones((2, 3)), np.arange(3.0), np.empty((2, 3)))
+    array([[1., 2., 3.],
+           [1., 2., 3.]])
+    """
+    fn = "pytpp.tpp.binary"
+    if op not in BINARY_OPS:
+        raise ValueError(f"{fn}: unknown op {op!r}; expected one of {BINARY_OPS}")
+    m, n = _int(m, "m", fn), _int(n, "n", fn)
+    if op == "pack":
+        from pytpp.tpp import _transforms
+        return _transforms.make("pack", m, n, dtype, out_dtype, None, None, None, 1, "sum",
+                                False, 2, fn)
+    dt0 = dtype_of(dtype, fn)
+    dt1 = dt0 if dtype1 is None else dtype_of(dtype1, fn, "dtype1")
+    odt = dt0 if out_dtype is None else dtype_of(out_dtype, fn, "out_dtype")
+    cdt = resolve_compute(dt0, dt1, odt) if compute_dtype is None else \
+        dtype_of(compute_dtype, fn, "compute_dtype")
+    if cdt == BF16:
+        raise TypeError(f"{fn}: compute_dtype bfloat16 is not supported; expected float32 or float64")
+    b0, b1 = _bcast(bcast0, "bcast0", fn), _bcast(bcast1, "bcast1", fn)
+    ld0, ld1, ldo = _lds(m, n, (ld0, ld1, ldo), ("ld0", "ld1", "ldo"), fn, (b0, b1))
+    if op == "compare" and cmp not in _CMP:
+        raise ValueError(f"{fn}: cmp must be one of {tuple(_CMP)}, got {cmp!r}")
+    isa = _runtime.get_isa()
+    key = ("binary", op, m, n, dt0, dt1, odt, cdt, ld0, ld1, ldo, b0, b1, cmp, isa)
+    kern = _cache.get(key)
+    if kern is not None:
+        return kern
+    desc = dict(op=op, m=m, n=n, dtype=dt0.name, dtype1=dt1.name, out_dtype=odt.name,
+                compute_dtype=cdt.name, ld0=ld0, ld1=ld1, ldo=ldo, bcast0=bcast0, bcast1=bcast1)
+    if op == "compare":
+        ldm = (n + 7) // 8 if ldo == n else _int(ldo, "ldo", fn)
+        desc.update(cmp=cmp, ldm=ldm)
+        kern = EltwiseKernel(fn, _ew.KIND_CMP, "binary", _CMP[cmp], m, n, (dt0, dt1), (ld0, ld1),
+                             (b0, b1), odt, ldm, cdt, isa, desc, bits="out", ldm=ldm)
+    else:
+        kern = EltwiseKernel(fn, _ew.KIND_BINARY, "binary", _BINARY[op], m, n, (dt0, dt1),
+                             (ld0, ld1), (b0, b1), odt, ldo, cdt, isa, desc)
+    _cache[key] = kern
+    return kern
+
+
+def ternary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ld0=None,
+            ld1=None, ld2=None, ldo=None, bcast0=None, bcast1=None, bcast2=None):
+    """Dispatch a ternary TPP on m x n operands.
+
+    ``muladd``: ``out = x * y + z``; ``nmuladd``: ``out = z - x * y`` (out may be z itself:
+    the paper's C = C +- A * B); ``blend``: ``out = mask ? y : x`` with a bitmask as from
+    ``binary('compare')``, called ``k(x, y, mask, out)``.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> k = pytpp.tpp.ternary("muladd", 1, 3, np.float64, bcast1="scalar")
+    >>> c = np.ones(3)
+    >>> k(np.arange(3.0), np.array([2.0]), c, c)
+    array([1., 3., 5.])
+    """
+    fn = "pytpp.tpp.ternary"
+    if op not in TERNARY_OPS:
+        raise ValueError(f"{fn}: unknown op {op!r}; expected one of {TERNARY_OPS}")
+    m, n = _int(m, "m", fn), _int(n, "n", fn)
+    dt = dtype_of(dtype, fn)
+    odt = dt if out_dtype is None else dtype_of(out_dtype, fn, "out_dtype")
+    cdt = resolve_compute(dt, odt) if compute_dtype is None else dtype_of(compute_dtype, fn, "compute_dtype")
+    if cdt == BF16:
+        raise TypeError(f"{fn}: compute_dtype bfloat16 is not supported; expected float32 or float64")
+    b0, b1, b2 = (_bcast(b, nm, fn) for b, nm in ((bcast0, "bcast0"), (bcast1, "bcast1"),
+                                                  (bcast2, "bcast2")))
+    ld0, ld1, ld2, ldo = _lds(m, n, (ld0, ld1, ld2, ldo), ("ld0", "ld1", "ld2", "ldo"), fn,
+                              (b0, b1, b2))
+    isa = _runtime.get_isa()
+    key = ("ternary", op, m, n, dt, odt, cdt, ld0, ld1, ld2, ldo, b0, b1, b2, isa)
+    kern = _cache.get(key)
+    if kern is not None:
+        return kern
+    desc = dict(op=op, m=m, n=n, dtype=dt.name, out_dtype=odt.name, compute_dtype=cdt.name,
+                ld0=ld0, ld1=ld1, ld2=ld2, ldo=ldo, bcast0=bcast0, bcast1=bcast1, bcast2=bcast2)
+    if op == "blend":
+        ldm = (n + 7) // 8
+        desc["ldm"] = ldm
+        kern = EltwiseKernel(fn, _ew.KIND_BLEND, "ternary", 0, m, n, (dt, dt), (ld0, ld1),
+                             (b0, b1), odt, ldo, cdt, isa, desc, bits="in", ldm=ldm)
+    else:
+        kern = EltwiseKernel(fn, _ew.KIND_TERNARY, "ternary", _TERNARY[op], m, n, (dt, dt, dt),
+                             (ld0, ld1, ld2), (b0, b1, b2), odt, ldo, cdt, isa, desc)
+    _cache[key] = kern
+    return kern
+
+
+def clear_cache():
+    """Forget every dispatched element-wise handle."""
+    _cache.clear()

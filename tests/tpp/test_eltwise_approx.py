@@ -1,0 +1,99 @@
+"""Measured error bounds of the transcendental TPPs (float32 compute), enforced on every ISA level.
+
+The bounds are the ones published in docs/eltwise.md: max absolute error over a dense sweep of
+[-20, 20] (exp: [-87, 88]) and max relative error where |f(x)| >= 1e-3, against float64 scipy /
+numpy references. Keep this table and the docs table in sync."""
+import numpy as np
+import pytest
+from scipy.special import erfc, expit
+
+import pytpp
+from pytpp.tpp import unary
+
+# (op, approx) -> (max abs error or None, max rel error where |f| >= 1e-3)
+BOUNDS = {
+    ("exp", False): (None, 1.5e-7),
+    ("exp", True): (None, 8e-6),
+    ("tanh", False): (1.2e-7, 2.0e-7),
+    ("tanh", "pade"): (3.5e-5, 3.5e-5),
+    ("tanh", "minimax"): (1e-6, 6e-6),
+    ("sigmoid", False): (1.2e-7, 2.0e-7),
+    ("sigmoid", True): (2e-5, 2.5e-4),
+    ("gelu", False): (5e-7, 2e-6),
+    ("gelu", True): (1.5e-6, 3.5e-4),
+    ("gelu_tanh", False): (7e-7, 2e-6),
+    ("gelu_tanh", True): (7e-5, 2.5e-3),
+}
+
+
+def reference(op, x):
+    x = x.astype(np.float64)
+    if op == "exp":
+        return np.exp(x)
+    if op == "tanh":
+        return np.tanh(x)
+    if op == "sigmoid":
+        return expit(x)
+    if op == "gelu":
+        return 0.5 * x * erfc(-x / np.sqrt(2))
+    return x / (1 + np.exp(-2 * np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def sweep(op, points=1_000_001):
+    lo, hi = (-87.0, 88.0) if op == "exp" else (-20.0, 20.0)
+    return np.concatenate([np.linspace(lo, hi, points), np.linspace(-1e-3, 1e-3, 20001),
+                           [0.0, -0.0, 1e-30, -1e-30]]).astype(np.float32)
+
+
+@pytest.mark.parametrize("op,approx", list(BOUNDS))
+def test_error_bounds(isa, op, approx):
+    x = sweep(op)
+    y = np.empty_like(x)
+    unary(op, 1, x.size, np.float32, approx=approx)(x, y)
+    r = reference(op, x)
+    err = np.abs(y.astype(np.float64) - r)
+    abs_bound, rel_bound = BOUNDS[(op, approx)]
+    if abs_bound is not None:
+        assert err.max() <= abs_bound, f"max abs error {err.max():.3e} > {abs_bound:.1e}"
+    big = np.abs(r) >= 1e-3
+    rel = (err[big] / np.abs(r[big])).max()
+    assert rel <= rel_bound, f"max rel error {rel:.3e} > {rel_bound:.1e}"
+
+
+@pytest.mark.parametrize("op,approx", list(BOUNDS))
+def test_special_values(isa, op, approx):
+    x = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30, 200.0, -200.0], np.float32)
+    y = np.empty_like(x)
+    with np.errstate(all="ignore"):
+        unary(op, 1, x.size, np.float32, approx=approx)(x, y)
+        r = reference(op, x[1:]).astype(np.float32)   # overflow to inf as float32 does
+    assert np.isnan(y[0])
+    finite = np.isfinite(r)
+    atol = max(BOUNDS[(op, approx)][0] or 0.0, 1e-6)
+    np.testing.assert_allclose(y[1:][finite], r[finite], rtol=3e-3, atol=atol)
+    np.testing.assert_array_equal(y[1:][~finite & ~np.isnan(r)], r[~finite & ~np.isnan(r)])
+
+
+@pytest.mark.parametrize("op", ["exp", "tanh", "sigmoid", "gelu", "gelu_tanh"])
+def test_float64_exact(isa, rng, op):
+    """float64 compute runs libm per element (approx=True too): within 1e-12 relative (libm erfc vs scipy in the deep tail differ by ~1e-13)."""
+    x = rng.uniform(-20, 20, 1001)
+    for approx in (False, True):
+        y = np.empty_like(x)
+        unary(op, 1, x.size, np.float64, approx=approx)(x, y)
+        np.testing.assert_allclose(y, reference(op, x), rtol=1e-12, atol=1e-300)
+
+
+def test_same_result_on_every_isa():
+    """Approximations are computed by the same formulas everywhere: results agree to 2 ulp."""
+    x = sweep("tanh", 100_001)
+    outs = {}
+    for level in pytpp.available_isas():
+        with pytpp.use_isa(level):
+            for op in ("tanh", "gelu", "exp"):
+                y = np.empty_like(x)
+                unary(op, 1, x.size, np.float32, approx=True)(x, y)
+                outs.setdefault(op, []).append(y)
+    for op, ys in outs.items():
+        for y in ys[1:]:
+            np.testing.assert_allclose(y, ys[0], rtol=3e-7, atol=1e-30)
