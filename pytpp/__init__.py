@@ -20,10 +20,11 @@ _config._init()
 
 from pytpp import tpp, linalg  # noqa: E402
 from pytpp.linalg import brgemm  # noqa: E402
+from pytpp.linalg import matmul  # noqa: E402
 from pytpp._info import show_config  # noqa: E402
 from pytpp import _threadpool  # noqa: E402
 
 _threadpool.register()
 
-__all__ = ["brgemm", "tpp", "linalg", "show_config", "get_isa", "set_isa", "use_isa",
+__all__ = ["brgemm", "matmul", "tpp", "linalg", "show_config", "get_isa", "set_isa", "use_isa",
            "available_isas", "get_num_threads", "set_num_threads", "__version__"]
