@@ -25,6 +25,7 @@ cdef extern from "pytpp/gemm_goto.h" nogil:
     ctypedef struct pytpp_mm_blocking:
         int64_t mr, nr, vl
         int64_t kc, mc, nc
+        int64_t nopack_bytes
 
     ctypedef struct pytpp_mm_kernels:
         const pytpp_pk_kernels *kp
@@ -36,7 +37,9 @@ cdef extern from "pytpp/gemm_goto.h" nogil:
                      const pytpp_mm_desc *d, const void *a, const void *b, void *c, int nthreads)
     int pytpp_matmul_blocked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
                              const pytpp_mm_desc *d, const void *a, const void *b, void *c,
-                             int nthreads)
+                             int nthreads, void *ws, size_t ws_bytes)
+    size_t pytpp_matmul_workspace(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                                  const pytpp_mm_desc *d, int prepacked, int nthreads)
     int pytpp_matmul_batch(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci,
                            const pytpp_mm_desc *d, const void *a, const void *b, void *c,
                            int64_t count, const int64_t *off_a, const int64_t *off_b,
@@ -47,6 +50,6 @@ cdef extern from "pytpp/gemm_goto.h" nogil:
     int pytpp_matmul_prepacked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
                                const pytpp_mm_desc *d, const void *a, const void *packed_b,
                                void *c, int64_t count, const int64_t *off_a,
-                               const int64_t *off_c, int nthreads)
+                               const int64_t *off_c, int nthreads, void *ws, size_t ws_bytes)
     void pytpp_cvt_f32_bf16(const float *src, uint16_t *dst, int64_t rows, int64_t cols,
                             int64_t src_rs, int64_t dst_rs, int64_t dst_cs)

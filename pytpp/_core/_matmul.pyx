@@ -11,6 +11,43 @@ from pytpp._core import _runtime
 
 cnp.import_array()
 
+import threading
+
+# Packing buffers reused across calls (fresh memory costs a page fault per 4 KiB on first touch:
+# 1-2 ms for a 512^3 product). One workspace for the process, taken with a non-blocking lock: a
+# concurrent call from another Python thread just lets C allocate its own buffers.
+_ws_lock = threading.Lock()
+cdef object _ws = None
+cdef size_t _WS_MAX = 256 * 1024 * 1024
+
+
+cdef int run_blocked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                     const pytpp_mm_desc *d, const void *pa, const void *pb, void *pc) except -1:
+    """pytpp_matmul_blocked without the GIL, with the shared workspace when it is free."""
+    global _ws
+    cdef int nt = num_threads()
+    cdef size_t need = pytpp_matmul_workspace(ks, bk, d, 0, nt)
+    cdef void *ws = NULL
+    cdef size_t wsb = 0
+    cdef int err
+    cdef bint locked = False
+    if need and need <= _WS_MAX and _ws_lock.acquire(False):
+        locked = True
+        if _ws is None or (<cnp.ndarray>_ws).nbytes < need:
+            _ws = None
+            _ws = np.empty(need + need // 4, np.uint8)
+        ws = cnp.PyArray_DATA(<cnp.ndarray>_ws)
+        wsb = (<cnp.ndarray>_ws).nbytes
+    try:
+        with nogil:
+            err = pytpp_matmul_blocked(ks, bk, d, pa, pb, pc, nt, ws, wsb)
+    finally:
+        if locked:
+            _ws_lock.release()
+    if err:
+        raise MemoryError("pytpp.matmul: packing buffer allocation failed")
+    return 0
+
 # bf16 kernel choice: 0 auto, 1 ref, 2 avx2 emulation, 3 avx512 emulation, 4 native vdpbf16ps
 BF16_KERNELS = ("auto", "ref", "avx2", "avx512", "avx512_bf16")
 cdef bint _has_native_bf16 = _runtime.has_feature("avx512_bf16")
@@ -161,14 +198,9 @@ def fast(a, b, out=None):
     cdef int isa = active_isa()
     ks.kt = gemm_table(isa, d.dtype)
     ks.kp = _packed[isa][d.dtype]
-    cdef const void *pa = cnp.PyArray_DATA(x)
-    cdef const void *pb = cnp.PyArray_DATA(y)
-    cdef void *pc = cnp.PyArray_DATA(c)
-    cdef int err
-    with nogil:
-        err = pytpp_matmul(&ks, cache_info(), &d, pa, pb, pc, num_threads())
-    if err:
-        raise MemoryError("pytpp.matmul: packing buffer allocation failed")
+    cdef pytpp_mm_blocking bk
+    pytpp_mm_blocking_init(&ks, cache_info(), d.dtype, &bk)
+    run_blocked(&ks, &bk, &d, cnp.PyArray_DATA(x), cnp.PyArray_DATA(y), cnp.PyArray_DATA(c))
     return c
 
 
@@ -194,14 +226,7 @@ def gemm_blocked(cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, int dt, int isa, d
     to_blocking(blk, &bk)
     cdef pytpp_mm_desc d
     fill_desc(&d, a, b, c, dt)
-    cdef const void *pa = cnp.PyArray_DATA(a)
-    cdef const void *pb = cnp.PyArray_DATA(b)
-    cdef void *pc = cnp.PyArray_DATA(c)
-    cdef int err
-    with nogil:
-        err = pytpp_matmul_blocked(&ks, &bk, &d, pa, pb, pc, num_threads())
-    if err:
-        raise MemoryError("pytpp.matmul: packing buffer allocation failed")
+    run_blocked(&ks, &bk, &d, cnp.PyArray_DATA(a), cnp.PyArray_DATA(b), cnp.PyArray_DATA(c))
     return c
 
 
@@ -212,14 +237,9 @@ def gemm(cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, int dt, int isa, int bf16_
     select(dt, isa, bf16_kernel, &ks)
     cdef pytpp_mm_desc d
     fill_desc(&d, a, b, c, dt)
-    cdef const void *pa = cnp.PyArray_DATA(a)
-    cdef const void *pb = cnp.PyArray_DATA(b)
-    cdef void *pc = cnp.PyArray_DATA(c)
-    cdef int err
-    with nogil:
-        err = pytpp_matmul(&ks, cache_info(), &d, pa, pb, pc, num_threads())
-    if err:
-        raise MemoryError("pytpp.matmul: packing buffer allocation failed")
+    cdef pytpp_mm_blocking bk
+    pytpp_mm_blocking_init(&ks, cache_info(), dt, &bk)
+    run_blocked(&ks, &bk, &d, cnp.PyArray_DATA(a), cnp.PyArray_DATA(b), cnp.PyArray_DATA(c))
     return c
 
 
@@ -256,12 +276,14 @@ def blocking(int dt, int isa, int bf16_kernel=0):
     cdef pytpp_mm_blocking bk
     pytpp_mm_blocking_init(&ks, cache_info(), dt, &bk)
     return dict(mr=bk.mr, nr=bk.nr, vl=bk.vl, kc=bk.kc, mc=bk.mc, nc=bk.nc,
+                nopack_bytes=bk.nopack_bytes,
                 kernel=ks.kp.name.decode())
 
 
 cdef void to_blocking(dict blk, pytpp_mm_blocking *bk) except *:
     bk.mr, bk.nr, bk.vl = blk["mr"], blk["nr"], blk["vl"]
     bk.kc, bk.mc, bk.nc = blk["kc"], blk["mc"], blk["nc"]
+    bk.nopack_bytes = blk.get("nopack_bytes", 0)
 
 
 def packed_size(dict blk, int dt, int64_t k, int64_t n):
@@ -314,9 +336,26 @@ def gemm_prepacked(cnp.ndarray a, cnp.ndarray packed, int64_t n, cnp.ndarray c,
     cdef const void *pp = cnp.PyArray_DATA(packed)
     cdef void *pc = cnp.PyArray_DATA(c)
     cdef int err
-    with nogil:
-        err = pytpp_matmul_prepacked(&ks, &bk, &d, pa, pp, pc, count, &off_a[0], &off_c[0],
-                                     num_threads())
+    cdef int nt = num_threads()
+    global _ws
+    cdef size_t need = pytpp_matmul_workspace(&ks, &bk, &d, 1, nt)
+    cdef void *ws = NULL
+    cdef size_t wsb = 0
+    cdef bint locked = False
+    if need and need <= _WS_MAX and _ws_lock.acquire(False):
+        locked = True
+        if _ws is None or (<cnp.ndarray>_ws).nbytes < need:
+            _ws = None
+            _ws = np.empty(need + need // 4, np.uint8)
+        ws = cnp.PyArray_DATA(<cnp.ndarray>_ws)
+        wsb = (<cnp.ndarray>_ws).nbytes
+    try:
+        with nogil:
+            err = pytpp_matmul_prepacked(&ks, &bk, &d, pa, pp, pc, count, &off_a[0], &off_c[0],
+                                         nt, ws, wsb)
+    finally:
+        if locked:
+            _ws_lock.release()
     if err:
         raise MemoryError("pytpp.matmul: packing buffer allocation failed")
     return c

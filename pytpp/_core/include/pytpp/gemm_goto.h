@@ -59,6 +59,7 @@ typedef struct pytpp_mm_desc {
 typedef struct pytpp_mm_blocking {
     int64_t mr, nr, vl;            /* register block */
     int64_t kc, mc, nc;            /* cache blocks: kc x mc A block (L1 panel), kc x nc B (L2) */
+    int64_t nopack_bytes;          /* A + B at most this big: no packing (f32/f64) */
 } pytpp_mm_blocking;
 
 /* Kernels for one call: packed-panel kernels (every dtype) and, for f32/f64, the engine's
@@ -75,10 +76,14 @@ void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *
 int pytpp_matmul(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci, const pytpp_mm_desc *d,
                  const void *a, const void *b, void *c, int nthreads);
 
-/* The same with explicit blocking (tuning, tests). */
+/* The same with explicit blocking and an optional workspace of ws_bytes (at least what
+ * pytpp_matmul_workspace says, else it is ignored and buffers are allocated per call): packing
+ * buffers reused across calls skip the page faults fresh memory costs. */
 int pytpp_matmul_blocked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
                          const pytpp_mm_desc *d, const void *a, const void *b, void *c,
-                         int nthreads);
+                         int nthreads, void *ws, size_t ws_bytes);
+size_t pytpp_matmul_workspace(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                              const pytpp_mm_desc *d, int prepacked, int nthreads);
 
 /* `count` products: A_l = a + off_a[l], B_l = b + off_b[l], C_l = c + off_c[l] (elements).
  * Small products run in parallel over the stack, large ones one after another on all threads. */
@@ -94,7 +99,7 @@ void pytpp_mm_pack_b_full(const pytpp_mm_blocking *bk, int dtype, int64_t k, int
 int pytpp_matmul_prepacked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
                            const pytpp_mm_desc *d, const void *a, const void *packed_b, void *c,
                            int64_t count, const int64_t *off_a, const int64_t *off_c,
-                           int nthreads);
+                           int nthreads, void *ws, size_t ws_bytes);
 
 /* float32 -> bfloat16, round to nearest even, NaN stays NaN (quiet). Any strides (elements). */
 void pytpp_cvt_f32_bf16(const float *src, uint16_t *dst, int64_t rows, int64_t cols,
