@@ -149,6 +149,15 @@ cdef inline bint element_strides(cnp.ndarray x, int64_t esz) noexcept:
     return True
 
 
+cdef int _bf16_typenum = -1
+
+
+def set_bf16_typenum(int num):
+    """Register numpy's type number of ml_dtypes.bfloat16 (done by pytpp.linalg._matmul)."""
+    global _bf16_typenum
+    _bf16_typenum = num
+
+
 def fast(a, b, out=None):
     """``a @ b`` for 2-D ndarrays of one dtype float32/float64 (and, when given, an `out` of that
     dtype and shape, unit column stride, not overlapping the inputs); None for anything else, which
@@ -159,14 +168,16 @@ def fast(a, b, out=None):
     if cnp.PyArray_NDIM(x) != 2 or cnp.PyArray_NDIM(y) != 2:
         return None
     cdef int t = cnp.PyArray_TYPE(x)
-    if t != cnp.PyArray_TYPE(y) or (t != cnp.NPY_FLOAT32 and t != cnp.NPY_FLOAT64):
+    cdef bint bf16 = t == _bf16_typenum and t >= 0
+    if t != cnp.PyArray_TYPE(y) or (t != cnp.NPY_FLOAT32 and t != cnp.NPY_FLOAT64 and not bf16):
         return None
     cdef int64_t m = cnp.PyArray_DIM(x, 0), k = cnp.PyArray_DIM(x, 1), n = cnp.PyArray_DIM(y, 1)
     if cnp.PyArray_DIM(y, 0) != k:
         return None
-    cdef int64_t esz = 8 if t == cnp.NPY_FLOAT64 else 4
-    if not cnp.PyArray_ISNOTSWAPPED(x) or \
-            not cnp.PyArray_ISNOTSWAPPED(y):
+    cdef int64_t esz = 8 if t == cnp.NPY_FLOAT64 else (2 if bf16 else 4)
+    cdef int ct = cnp.NPY_FLOAT32 if bf16 else t     # C's dtype (bf16 accumulates in fp32)
+    cdef int64_t cesz = 4 if bf16 else esz
+    if not cnp.PyArray_ISNOTSWAPPED(x) or not cnp.PyArray_ISNOTSWAPPED(y):
         return None
     if not element_strides(x, esz) or not element_strides(y, esz):
         return None
@@ -174,30 +185,35 @@ def fast(a, b, out=None):
     if out is None:
         dims[0] = m
         dims[1] = n
-        c = cnp.PyArray_EMPTY(2, dims, t, 0)
+        c = cnp.PyArray_EMPTY(2, dims, ct, 0)
     else:
         if type(out) is not cnp.ndarray:
             return None
         c = <cnp.ndarray>out
-        if cnp.PyArray_NDIM(c) != 2 or cnp.PyArray_TYPE(c) != t or cnp.PyArray_DIM(c, 0) != m \
+        if cnp.PyArray_NDIM(c) != 2 or cnp.PyArray_TYPE(c) != ct or cnp.PyArray_DIM(c, 0) != m \
                 or cnp.PyArray_DIM(c, 1) != n or not cnp.PyArray_ISWRITEABLE(c) \
                 or not cnp.PyArray_ISNOTSWAPPED(c) \
-                or cnp.PyArray_STRIDE(c, 1) != esz or cnp.PyArray_STRIDE(c, 0) % esz:
+                or cnp.PyArray_STRIDE(c, 1) != cesz or cnp.PyArray_STRIDE(c, 0) % cesz:
             return None
         if not disjoint(c, x) or not disjoint(c, y):
             return None
     if m == 0 or n == 0:
         return c
+    if k == 0:
+        return None
     cdef pytpp_mm_desc d
     d.m, d.n, d.k = m, n, k
     d.rsa, d.csa = cnp.PyArray_STRIDE(x, 0) // esz, cnp.PyArray_STRIDE(x, 1) // esz
     d.rsb, d.csb = cnp.PyArray_STRIDE(y, 0) // esz, cnp.PyArray_STRIDE(y, 1) // esz
-    d.ldc = cnp.PyArray_STRIDE(c, 0) // esz
-    d.dtype = PYTPP_F64 if t == cnp.NPY_FLOAT64 else PYTPP_F32
+    d.ldc = cnp.PyArray_STRIDE(c, 0) // cesz
+    d.dtype = PYTPP_F64 if t == cnp.NPY_FLOAT64 else (PYTPP_MM_BF16 if bf16 else PYTPP_F32)
     cdef pytpp_mm_kernels ks
     cdef int isa = active_isa()
-    ks.kt = gemm_table(isa, d.dtype)
-    ks.kp = _packed[isa][d.dtype]
+    if bf16:
+        select(d.dtype, isa, 0, &ks)
+    else:
+        ks.kt = gemm_table(isa, d.dtype)
+        ks.kp = _packed[isa][d.dtype]
     cdef pytpp_mm_blocking bk
     pytpp_mm_blocking_init(&ks, cache_info(), d.dtype, &bk)
     run_blocked(&ks, &bk, &d, cnp.PyArray_DATA(x), cnp.PyArray_DATA(y), cnp.PyArray_DATA(c))

@@ -10,6 +10,7 @@ try:  # bfloat16 comes from ml_dtypes (a numpy extension dtype); optional
     import ml_dtypes as _ml_dtypes
 
     BFLOAT16 = np.dtype(_ml_dtypes.bfloat16)
+    _cm.set_bf16_typenum(BFLOAT16.num)
 except ImportError:  # pragma: no cover - ml_dtypes is a test/runtime dependency here
     _ml_dtypes = None
     BFLOAT16 = None
@@ -168,7 +169,7 @@ def matmul(a, b, /, out=None, *, dtype=None):
     >>> pytpp.matmul(x, x.T, dtype=ml_dtypes.bfloat16).dtype
     dtype(bfloat16)
     """
-    if dtype is None:
+    if dtype is None and not _bf16_kernel:
         r = _cm.fast(a, b, out)
         if r is not None:
             return r
