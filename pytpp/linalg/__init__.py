@@ -1,4 +1,6 @@
 """Contractions: batch-reduce GEMM (and, as the engine grows, matmul and small-GEMM stacks)."""
 from pytpp.linalg._brgemm import brgemm
+from pytpp.linalg._matmul import matmul
+from pytpp.linalg._packed import PackedMatrix, pack
 
-__all__ = ["brgemm"]
+__all__ = ["brgemm", "matmul", "PackedMatrix", "pack"]

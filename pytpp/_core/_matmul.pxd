@@ -1,0 +1,55 @@
+# C API of the Goto GEMM behind pytpp.matmul (pytpp/_core/include/pytpp/gemm_goto.h), for Cython
+# users: `from pytpp._core._matmul cimport pytpp_matmul, pytpp_mm_desc, ...`.
+from libc.stdint cimport int64_t, uint16_t
+from pytpp._core.cengine cimport pytpp_gemm_kernels, pytpp_cache_info
+
+cdef extern from "pytpp/gemm_goto.h" nogil:
+    enum:
+        PYTPP_MM_BF16
+
+    ctypedef struct pytpp_pk_kernels:
+        const char *name
+        int vl
+        int nv_main, mr_main
+
+    const pytpp_pk_kernels pytpp_mm_f32_ref, pytpp_mm_f32_avx2, pytpp_mm_f32_avx512
+    const pytpp_pk_kernels pytpp_mm_f64_ref, pytpp_mm_f64_avx2, pytpp_mm_f64_avx512
+    const pytpp_pk_kernels pytpp_mm_bf16_ref, pytpp_mm_bf16_avx2
+    const pytpp_pk_kernels pytpp_mm_bf16_avx512, pytpp_mm_bf16_avx512_bf16
+
+    ctypedef struct pytpp_mm_desc:
+        int64_t m, n, k
+        int64_t rsa, csa, rsb, csb, ldc
+        int dtype
+
+    ctypedef struct pytpp_mm_blocking:
+        int64_t mr, nr, vl
+        int64_t kc, mc, nc
+        int64_t nopack_bytes
+
+    ctypedef struct pytpp_mm_kernels:
+        const pytpp_pk_kernels *kp
+        const pytpp_gemm_kernels *kt
+
+    void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci, int dtype,
+                                pytpp_mm_blocking *bk)
+    int pytpp_matmul(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci,
+                     const pytpp_mm_desc *d, const void *a, const void *b, void *c, int nthreads)
+    int pytpp_matmul_blocked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                             const pytpp_mm_desc *d, const void *a, const void *b, void *c,
+                             int nthreads, void *ws, size_t ws_bytes)
+    size_t pytpp_matmul_workspace(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                                  const pytpp_mm_desc *d, int prepacked, int nthreads)
+    int pytpp_matmul_batch(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci,
+                           const pytpp_mm_desc *d, const void *a, const void *b, void *c,
+                           int64_t count, const int64_t *off_a, const int64_t *off_b,
+                           const int64_t *off_c, int nthreads)
+    int64_t pytpp_mm_packed_size(const pytpp_mm_blocking *bk, int dtype, int64_t k, int64_t n)
+    void pytpp_mm_pack_b_full(const pytpp_mm_blocking *bk, int dtype, int64_t k, int64_t n,
+                              const void *b, int64_t rsb, int64_t csb, void *packed, int nthreads)
+    int pytpp_matmul_prepacked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                               const pytpp_mm_desc *d, const void *a, const void *packed_b,
+                               void *c, int64_t count, const int64_t *off_a,
+                               const int64_t *off_c, int nthreads, void *ws, size_t ws_bytes)
+    void pytpp_cvt_f32_bf16(const float *src, uint16_t *dst, int64_t rows, int64_t cols,
+                            int64_t src_rs, int64_t dst_rs, int64_t dst_cs)

@@ -1,0 +1,390 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Glue of pytpp.matmul: a fast path for plain 2-D float32/float64 products (checks, allocation
+and the C call without leaving C), and strided entries the Python layer calls after validating.
+Every C call runs without the GIL."""
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int64_t, uint16_t, intptr_t
+from pytpp._core.cengine cimport *
+from pytpp._core._runtime cimport num_threads, active_isa, cache_info, gemm_table
+from pytpp._core import _runtime
+
+cnp.import_array()
+
+import threading
+
+# Packing buffers reused across calls (fresh memory costs a page fault per 4 KiB on first touch:
+# 1-2 ms for a 512^3 product). One workspace for the process, taken with a non-blocking lock: a
+# concurrent call from another Python thread just lets C allocate its own buffers.
+_ws_lock = threading.Lock()
+cdef object _ws = None
+cdef size_t _WS_MAX = 256 * 1024 * 1024
+
+
+cdef int run_blocked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                     const pytpp_mm_desc *d, const void *pa, const void *pb, void *pc) except -1:
+    """pytpp_matmul_blocked without the GIL, with the shared workspace when it is free."""
+    global _ws
+    cdef int nt = num_threads()
+    cdef size_t need = pytpp_matmul_workspace(ks, bk, d, 0, nt)
+    cdef void *ws = NULL
+    cdef size_t wsb = 0
+    cdef int err
+    cdef bint locked = False
+    if need and need <= _WS_MAX and _ws_lock.acquire(False):
+        locked = True
+        if _ws is None or (<cnp.ndarray>_ws).nbytes < need:
+            _ws = None
+            _ws = np.empty(need + need // 4, np.uint8)
+        ws = cnp.PyArray_DATA(<cnp.ndarray>_ws)
+        wsb = (<cnp.ndarray>_ws).nbytes
+    try:
+        with nogil:
+            err = pytpp_matmul_blocked(ks, bk, d, pa, pb, pc, nt, ws, wsb)
+    finally:
+        if locked:
+            _ws_lock.release()
+    if err:
+        raise MemoryError("pytpp.matmul: packing buffer allocation failed")
+    return 0
+
+# bf16 kernel choice: 0 auto, 1 ref, 2 avx2 emulation, 3 avx512 emulation, 4 native vdpbf16ps
+BF16_KERNELS = ("auto", "ref", "avx2", "avx512", "avx512_bf16")
+cdef bint _has_native_bf16 = _runtime.has_feature("avx512_bf16")
+cdef bint _has_avx512 = "avx512" in _runtime.LEVELS[:_runtime.LEVELS.index(_runtime.best_isa()) + 1]
+cdef bint _has_avx2 = "avx2" in _runtime.LEVELS[:_runtime.LEVELS.index(_runtime.best_isa()) + 1]
+
+DT_F64 = PYTPP_F64
+DT_F32 = PYTPP_F32
+DT_BF16 = PYTPP_MM_BF16
+
+
+def bf16_kernels_available():
+    """Names of the bf16 kernels this CPU can run (for tests)."""
+    names = ["ref"]
+    if _has_avx2:
+        names.append("avx2")
+    if _has_avx512:
+        names.append("avx512")
+    if _has_avx512 and _has_native_bf16:
+        names.append("avx512_bf16")
+    return tuple(names)
+
+
+cdef const pytpp_pk_kernels *_packed[3][2]
+_packed[PYTPP_ISA_REF][PYTPP_F64] = &pytpp_mm_f64_ref
+_packed[PYTPP_ISA_REF][PYTPP_F32] = &pytpp_mm_f32_ref
+_packed[PYTPP_ISA_AVX2][PYTPP_F64] = &pytpp_mm_f64_avx2
+_packed[PYTPP_ISA_AVX2][PYTPP_F32] = &pytpp_mm_f32_avx2
+_packed[PYTPP_ISA_AVX512][PYTPP_F64] = &pytpp_mm_f64_avx512
+_packed[PYTPP_ISA_AVX512][PYTPP_F32] = &pytpp_mm_f32_avx512
+
+
+cdef int select(int dt, int isa, int bf16_kernel, pytpp_mm_kernels *ks) except -1:
+    ks.kt = NULL
+    ks.kp = NULL
+    if dt != PYTPP_MM_BF16:
+        ks.kt = gemm_table(isa, dt)
+        ks.kp = _packed[isa][dt]
+        return 0
+    if bf16_kernel == 0:
+        if isa >= PYTPP_ISA_AVX512:
+            bf16_kernel = 4 if _has_native_bf16 else 3
+        elif isa >= PYTPP_ISA_AVX2:
+            bf16_kernel = 2
+        else:
+            bf16_kernel = 1
+    if bf16_kernel == 4 and not (_has_native_bf16 and _has_avx512) or \
+            bf16_kernel == 3 and not _has_avx512 or bf16_kernel == 2 and not _has_avx2:
+        raise ValueError(f"bf16 kernel {BF16_KERNELS[bf16_kernel]!r} is not available on this CPU")
+    if bf16_kernel == 4:
+        ks.kp = &pytpp_mm_bf16_avx512_bf16
+    elif bf16_kernel == 3:
+        ks.kp = &pytpp_mm_bf16_avx512
+    elif bf16_kernel == 2:
+        ks.kp = &pytpp_mm_bf16_avx2
+    else:
+        ks.kp = &pytpp_mm_bf16_ref
+    return 0
+
+
+def kernel_name(int dt, int isa, int bf16_kernel=0):
+    cdef pytpp_mm_kernels ks
+    select(dt, isa, bf16_kernel, &ks)
+    return ks.kp.name.decode()
+
+
+cdef inline void extent(cnp.ndarray x, intptr_t *lo, intptr_t *hi) noexcept:
+    """Byte range [lo, hi) the elements of x span."""
+    cdef intptr_t base = <intptr_t>cnp.PyArray_DATA(x)
+    cdef intptr_t l = base, h = base
+    cdef int d
+    cdef cnp.npy_intp s, n
+    for d in range(cnp.PyArray_NDIM(x)):
+        n = cnp.PyArray_DIM(x, d)
+        if n == 0:
+            lo[0] = hi[0] = base
+            return
+        s = cnp.PyArray_STRIDE(x, d)
+        if s >= 0:
+            h += s * (n - 1)
+        else:
+            l += s * (n - 1)
+    lo[0] = l
+    hi[0] = h + cnp.PyArray_ITEMSIZE(x)
+
+
+cdef inline bint disjoint(cnp.ndarray x, cnp.ndarray y) noexcept:
+    cdef intptr_t xl, xh, yl, yh
+    extent(x, &xl, &xh)
+    extent(y, &yl, &yh)
+    return xh <= yl or yh <= xl or xl == xh or yl == yh
+
+
+cdef inline bint element_strides(cnp.ndarray x, int64_t esz) noexcept:
+    cdef int d
+    for d in range(cnp.PyArray_NDIM(x)):
+        if cnp.PyArray_STRIDE(x, d) % esz:
+            return False
+    return True
+
+
+cdef int _bf16_typenum = -1
+
+
+def set_bf16_typenum(int num):
+    """Register numpy's type number of ml_dtypes.bfloat16 (done by pytpp.linalg._matmul)."""
+    global _bf16_typenum
+    _bf16_typenum = num
+
+
+def fast(a, b, out=None):
+    """``a @ b`` for 2-D ndarrays of one dtype float32/float64 (and, when given, an `out` of that
+    dtype and shape, unit column stride, not overlapping the inputs); None for anything else, which
+    the general Python path then handles (and validates)."""
+    if type(a) is not cnp.ndarray or type(b) is not cnp.ndarray:
+        return None
+    cdef cnp.ndarray x = <cnp.ndarray>a, y = <cnp.ndarray>b, c
+    if cnp.PyArray_NDIM(x) != 2 or cnp.PyArray_NDIM(y) != 2:
+        return None
+    cdef int t = cnp.PyArray_TYPE(x)
+    cdef bint bf16 = t == _bf16_typenum and t >= 0
+    if t != cnp.PyArray_TYPE(y) or (t != cnp.NPY_FLOAT32 and t != cnp.NPY_FLOAT64 and not bf16):
+        return None
+    cdef int64_t m = cnp.PyArray_DIM(x, 0), k = cnp.PyArray_DIM(x, 1), n = cnp.PyArray_DIM(y, 1)
+    if cnp.PyArray_DIM(y, 0) != k:
+        return None
+    cdef int64_t esz = 8 if t == cnp.NPY_FLOAT64 else (2 if bf16 else 4)
+    cdef int ct = cnp.NPY_FLOAT32 if bf16 else t     # C's dtype (bf16 accumulates in fp32)
+    cdef int64_t cesz = 4 if bf16 else esz
+    if not cnp.PyArray_ISNOTSWAPPED(x) or not cnp.PyArray_ISNOTSWAPPED(y):
+        return None
+    if not element_strides(x, esz) or not element_strides(y, esz):
+        return None
+    cdef cnp.npy_intp dims[2]
+    if out is None:
+        dims[0] = m
+        dims[1] = n
+        c = cnp.PyArray_EMPTY(2, dims, ct, 0)
+    else:
+        if type(out) is not cnp.ndarray:
+            return None
+        c = <cnp.ndarray>out
+        if cnp.PyArray_NDIM(c) != 2 or cnp.PyArray_TYPE(c) != ct or cnp.PyArray_DIM(c, 0) != m \
+                or cnp.PyArray_DIM(c, 1) != n or not cnp.PyArray_ISWRITEABLE(c) \
+                or not cnp.PyArray_ISNOTSWAPPED(c) \
+                or cnp.PyArray_STRIDE(c, 1) != cesz or cnp.PyArray_STRIDE(c, 0) % cesz:
+            return None
+        if not disjoint(c, x) or not disjoint(c, y):
+            return None
+    if m == 0 or n == 0:
+        return c
+    if k == 0:
+        return None
+    cdef pytpp_mm_desc d
+    d.m, d.n, d.k = m, n, k
+    d.rsa, d.csa = cnp.PyArray_STRIDE(x, 0) // esz, cnp.PyArray_STRIDE(x, 1) // esz
+    d.rsb, d.csb = cnp.PyArray_STRIDE(y, 0) // esz, cnp.PyArray_STRIDE(y, 1) // esz
+    d.ldc = cnp.PyArray_STRIDE(c, 0) // cesz
+    d.dtype = PYTPP_F64 if t == cnp.NPY_FLOAT64 else (PYTPP_MM_BF16 if bf16 else PYTPP_F32)
+    cdef pytpp_mm_kernels ks
+    cdef int isa = active_isa()
+    if bf16:
+        select(d.dtype, isa, 0, &ks)
+    else:
+        ks.kt = gemm_table(isa, d.dtype)
+        ks.kp = _packed[isa][d.dtype]
+    cdef pytpp_mm_blocking bk
+    pytpp_mm_blocking_init(&ks, cache_info(), d.dtype, &bk)
+    run_blocked(&ks, &bk, &d, cnp.PyArray_DATA(x), cnp.PyArray_DATA(y), cnp.PyArray_DATA(c))
+    return c
+
+
+cdef inline void fill_desc(pytpp_mm_desc *d, cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, int dt):
+    """Core (last two) dimensions of a (m, k), b (k, n) and c (m, n) into a descriptor."""
+    cdef int na = cnp.PyArray_NDIM(a), nb = cnp.PyArray_NDIM(b), nc = cnp.PyArray_NDIM(c)
+    cdef int64_t ea = cnp.PyArray_ITEMSIZE(a), ec = cnp.PyArray_ITEMSIZE(c)
+    d.m = cnp.PyArray_DIM(a, na - 2)
+    d.k = cnp.PyArray_DIM(a, na - 1)
+    d.n = cnp.PyArray_DIM(b, nb - 1)
+    d.rsa, d.csa = cnp.PyArray_STRIDE(a, na - 2) // ea, cnp.PyArray_STRIDE(a, na - 1) // ea
+    d.rsb, d.csb = cnp.PyArray_STRIDE(b, nb - 2) // ea, cnp.PyArray_STRIDE(b, nb - 1) // ea
+    d.ldc = cnp.PyArray_STRIDE(c, nc - 2) // ec
+    d.dtype = dt
+
+
+def gemm_blocked(cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, int dt, int isa, dict blk,
+                 int bf16_kernel=0):
+    """`gemm` with explicit blocking (a dict like `blocking()` returns): tuning and tests."""
+    cdef pytpp_mm_kernels ks
+    select(dt, isa, bf16_kernel, &ks)
+    cdef pytpp_mm_blocking bk
+    to_blocking(blk, &bk)
+    cdef pytpp_mm_desc d
+    fill_desc(&d, a, b, c, dt)
+    run_blocked(&ks, &bk, &d, cnp.PyArray_DATA(a), cnp.PyArray_DATA(b), cnp.PyArray_DATA(c))
+    return c
+
+
+def gemm(cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, int dt, int isa, int bf16_kernel=0):
+    """c = a @ b for 2-D a (m, k), b (k, n) of the compute dtype `dt` (bf16 as its 2-byte dtype)
+    and c (m, n) float32/float64 with unit column stride. The caller validated everything."""
+    cdef pytpp_mm_kernels ks
+    select(dt, isa, bf16_kernel, &ks)
+    cdef pytpp_mm_desc d
+    fill_desc(&d, a, b, c, dt)
+    cdef pytpp_mm_blocking bk
+    pytpp_mm_blocking_init(&ks, cache_info(), dt, &bk)
+    run_blocked(&ks, &bk, &d, cnp.PyArray_DATA(a), cnp.PyArray_DATA(b), cnp.PyArray_DATA(c))
+    return c
+
+
+def gemm_batch(cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, const int64_t[::1] off_a,
+               const int64_t[::1] off_b, const int64_t[::1] off_c, int dt, int isa,
+               int bf16_kernel=0):
+    """c_l = a_l @ b_l for l < len(off_a): core matrices of a, b, c (last two dimensions' shapes
+    and strides) at element offsets off_* from each array's data pointer."""
+    cdef pytpp_mm_kernels ks
+    select(dt, isa, bf16_kernel, &ks)
+    cdef pytpp_mm_desc d
+    fill_desc(&d, a, b, c, dt)
+    cdef int64_t count = off_a.shape[0]
+    if off_b.shape[0] != count or off_c.shape[0] != count:
+        raise ValueError("offset arrays differ in length")
+    cdef const void *pa = cnp.PyArray_DATA(a)
+    cdef const void *pb = cnp.PyArray_DATA(b)
+    cdef void *pc = cnp.PyArray_DATA(c)
+    cdef int err = 0
+    if count == 0:
+        return c
+    with nogil:
+        err = pytpp_matmul_batch(&ks, cache_info(), &d, pa, pb, pc, count, &off_a[0], &off_b[0],
+                                 &off_c[0], num_threads())
+    if err:
+        raise MemoryError("pytpp.matmul: packing buffer allocation failed")
+    return c
+
+
+def blocking(int dt, int isa, int bf16_kernel=0):
+    """The register and cache blocking pytpp.matmul uses for this dtype and ISA level."""
+    cdef pytpp_mm_kernels ks
+    select(dt, isa, bf16_kernel, &ks)
+    cdef pytpp_mm_blocking bk
+    pytpp_mm_blocking_init(&ks, cache_info(), dt, &bk)
+    return dict(mr=bk.mr, nr=bk.nr, vl=bk.vl, kc=bk.kc, mc=bk.mc, nc=bk.nc,
+                nopack_bytes=bk.nopack_bytes,
+                kernel=ks.kp.name.decode())
+
+
+cdef void to_blocking(dict blk, pytpp_mm_blocking *bk) except *:
+    bk.mr, bk.nr, bk.vl = blk["mr"], blk["nr"], blk["vl"]
+    bk.kc, bk.mc, bk.nc = blk["kc"], blk["mc"], blk["nc"]
+    bk.nopack_bytes = blk.get("nopack_bytes", 0)
+
+
+def packed_size(dict blk, int dt, int64_t k, int64_t n):
+    cdef pytpp_mm_blocking bk
+    to_blocking(blk, &bk)
+    return pytpp_mm_packed_size(&bk, dt, k, n)
+
+
+def pack_b(dict blk, int dt, cnp.ndarray b, cnp.ndarray packed):
+    """Whole B (k, n), any element strides, into `packed` (1-D, packed_size elements)."""
+    cdef pytpp_mm_blocking bk
+    to_blocking(blk, &bk)
+    cdef int64_t esz = cnp.PyArray_ITEMSIZE(b)
+    cdef int64_t k = cnp.PyArray_DIM(b, 0), n = cnp.PyArray_DIM(b, 1)
+    cdef int64_t rsb = cnp.PyArray_STRIDE(b, 0) // esz, csb = cnp.PyArray_STRIDE(b, 1) // esz
+    if cnp.PyArray_SIZE(packed) < pytpp_mm_packed_size(&bk, dt, k, n):
+        raise ValueError("packed buffer too small")
+    cdef const void *pb = cnp.PyArray_DATA(b)
+    cdef void *pp = cnp.PyArray_DATA(packed)
+    cdef int nt = num_threads()
+    with nogil:
+        pytpp_mm_pack_b_full(&bk, dt, k, n, pb, rsb, csb, pp, nt)
+    return packed
+
+
+def gemm_prepacked(cnp.ndarray a, cnp.ndarray packed, int64_t n, cnp.ndarray c,
+                   const int64_t[::1] off_a, const int64_t[::1] off_c, dict blk, int dt, int isa,
+                   int bf16_kernel=0):
+    """c_l = a_l @ B for a pre-packed B (k = a's last dimension, n columns)."""
+    cdef pytpp_mm_kernels ks
+    select(dt, isa, bf16_kernel, &ks)
+    cdef pytpp_mm_blocking bk
+    to_blocking(blk, &bk)
+    cdef pytpp_mm_desc d
+    cdef int na = cnp.PyArray_NDIM(a), nc = cnp.PyArray_NDIM(c)
+    cdef int64_t ea = cnp.PyArray_ITEMSIZE(a), ec = cnp.PyArray_ITEMSIZE(c)
+    d.m = cnp.PyArray_DIM(a, na - 2)
+    d.k = cnp.PyArray_DIM(a, na - 1)
+    d.n = n
+    d.rsa, d.csa = cnp.PyArray_STRIDE(a, na - 2) // ea, cnp.PyArray_STRIDE(a, na - 1) // ea
+    d.rsb = d.csb = 0
+    d.ldc = cnp.PyArray_STRIDE(c, nc - 2) // ec
+    d.dtype = dt
+    cdef int64_t count = off_a.shape[0]
+    if off_c.shape[0] != count:
+        raise ValueError("offset arrays differ in length")
+    if count == 0:
+        return c
+    cdef const void *pa = cnp.PyArray_DATA(a)
+    cdef const void *pp = cnp.PyArray_DATA(packed)
+    cdef void *pc = cnp.PyArray_DATA(c)
+    cdef int err
+    cdef int nt = num_threads()
+    global _ws
+    cdef size_t need = pytpp_matmul_workspace(&ks, &bk, &d, 1, nt)
+    cdef void *ws = NULL
+    cdef size_t wsb = 0
+    cdef bint locked = False
+    if need and need <= _WS_MAX and _ws_lock.acquire(False):
+        locked = True
+        if _ws is None or (<cnp.ndarray>_ws).nbytes < need:
+            _ws = None
+            _ws = np.empty(need + need // 4, np.uint8)
+        ws = cnp.PyArray_DATA(<cnp.ndarray>_ws)
+        wsb = (<cnp.ndarray>_ws).nbytes
+    try:
+        with nogil:
+            err = pytpp_matmul_prepacked(&ks, &bk, &d, pa, pp, pc, count, &off_a[0], &off_c[0],
+                                         nt, ws, wsb)
+    finally:
+        if locked:
+            _ws_lock.release()
+    if err:
+        raise MemoryError("pytpp.matmul: packing buffer allocation failed")
+    return c
+
+
+def f32_to_bf16(cnp.ndarray src, cnp.ndarray dst):
+    """dst (2-D, 2-byte elements, any strides) = src (2-D float32, unit column stride) rounded to
+    bfloat16, nearest even."""
+    cdef int64_t rows = cnp.PyArray_DIM(src, 0), cols = cnp.PyArray_DIM(src, 1)
+    cdef int64_t srs = cnp.PyArray_STRIDE(src, 0) // 4
+    cdef int64_t drs = cnp.PyArray_STRIDE(dst, 0) // 2, dcs = cnp.PyArray_STRIDE(dst, 1) // 2
+    cdef const float *ps = <const float *>cnp.PyArray_DATA(src)
+    cdef uint16_t *pd = <uint16_t *>cnp.PyArray_DATA(dst)
+    with nogil:
+        pytpp_cvt_f32_bf16(ps, pd, rows, cols, srs, drs, dcs)
+    return dst

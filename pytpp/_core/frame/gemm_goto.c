@@ -1,0 +1,648 @@
+/* Goto/BLIS GEMM driver behind pytpp.matmul (no ISA code: every instruction-set detail sits in
+ * the micro-kernel tables). Five loops around the micro-kernel, in row-major terms:
+ *
+ *   for ic (mc rows of A)         A block mc x kc packed once per (ic, pc), lives in L3
+ *    for pc (kc of the k axis)
+ *     for jc (nc columns of B)    B block kc x nc packed, lives in L2
+ *      for ir (MR rows)           A micro-panel MR x kc stays in L1 over the jr loop
+ *       for jr (NR columns)       B micro-panels stream from L2; C tile MR x NR in registers
+ *
+ * The broadcast side (A, MR values per k step) is the smaller one per k, so it is the one kept in
+ * L1; kc is sized from L1, nc from L2 and mc from L3 (seed 002, ch. 4, eq. 4.1-4.4 with the
+ * roles of A and B swapped for row-major C). Edge tiles are handled by the kernels (smaller MR,
+ * masked last vector). Threads own disjoint rectangles of C (a tm x tn grid, chosen to pack the
+ * smaller operand twice rather than the larger); each packs into its own buffers, so there is no
+ * synchronisation inside the one parallel region. Small problems skip packing and threads. */
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+#include "pytpp/gemm_goto.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Below this many flops a parallel region costs more than it saves (measured: see docs/matmul.md). */
+#define MM_PAR_MIN_FLOPS (3 << 20)
+
+typedef struct eng {
+    const pytpp_pk_kernels *kp;
+    const pytpp_gemm_kernels *kt;   /* no-packing path (f32/f64 only) */
+    int dtype;
+    int64_t mr, nr, vl, kstep;   /* kstep: 2 for bf16 (pairs along k), else 1 */
+    size_t esz, cesz;            /* packed operand and C element sizes */
+    int64_t kc, mc, nc;
+    int64_t nopack_bytes;
+} eng;
+
+static size_t dtype_size(int dtype) { return dtype == PYTPP_F64 ? 8 : dtype == PYTPP_F32 ? 4 : 2; }
+static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static inline int64_t rup(int64_t a, int64_t b) { return cdiv(a, b) * b; }
+
+void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci, int dtype,
+                            pytpp_mm_blocking *bk)
+{
+    const int64_t l1 = ci && ci->l1 > 0 ? ci->l1 : 32 * 1024;
+    const int64_t l2 = ci && ci->l2 > 0 ? ci->l2 : 512 * 1024;
+    const int64_t l3 = ci && ci->l3 > 0 ? ci->l3 : 8 * 1024 * 1024;
+    const int64_t esz = (int64_t)dtype_size(dtype);
+    bk->vl = ks->kp->vl;
+    bk->mr = ks->kp->mr_main;
+    bk->nr = ks->kp->nv_main * bk->vl;
+    /* Textbook sizes (eq. 4.1-4.4: A micro-panel in half of L1, B block in half of L2) lose
+     * 5-8% here: every kc block is one more pass of C through memory, while the micro-kernel
+     * needs only ~7 bytes per cycle from L2, which streams it easily. Measured on Zen 4 (32 KiB
+     * L1, 1 MiB L2, 2048^3): best with the A micro-panel at ~1.5x L1 and the B block at ~2x L2
+     * (f32 kc 1024 nc 512: 93% of peak vs 84% at kc 336 nc 384; f64 kc 512 nc 512). */
+    int64_t kc = (3 * l1 / 2) / (bk->mr * esz);
+    kc = imax(64, imin(2048, kc / 64 * 64));
+    int64_t nc = (2 * l2) / (kc * esz);
+    nc = imax(bk->nr, nc / bk->nr * bk->nr);
+    /* mc: the A block (mc x kc) takes a quarter of L3 (shared by the cores; eq. 4.4). */
+    int64_t mc = (l3 / 4) / (kc * esz);
+    mc = imax(bk->mr, imin(mc, 8192) / bk->mr * bk->mr);
+    bk->kc = kc;
+    bk->nc = nc;
+    bk->mc = mc;
+    /* Without packing the kernels read A and B in place: fine while both stay in L2 (measured:
+     * the no-packing path beats packing up to 256^3 f64 / 384^3 f32 on a 1 MiB L2). */
+    bk->nopack_bytes = l2;
+}
+
+static void make_eng(eng *e, const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk, int dtype)
+{
+    e->kp = ks->kp;
+    e->kt = dtype == PYTPP_MM_BF16 ? NULL : ks->kt;
+    e->dtype = dtype;
+    e->mr = bk->mr;
+    e->nr = bk->nr;
+    e->vl = bk->vl;
+    e->kstep = dtype == PYTPP_MM_BF16 ? 2 : 1;
+    e->esz = dtype_size(dtype);
+    e->cesz = dtype == PYTPP_F64 ? 8 : 4;
+    e->kc = bk->kc;
+    e->mc = bk->mc;
+    e->nc = bk->nc;
+    e->nopack_bytes = bk->nopack_bytes;
+}
+
+/* ---- packing ------------------------------------------------------------------------------ */
+
+/* Full panels with the common register-block widths get loops whose trip counts are
+ * compile-time constants (the compiler then keeps row pointers in registers and vectorises the
+ * contiguous side); edge panels and unusual widths take the generic loops. */
+#define PACK_A_FULL(T, MRC)                                                                    \
+    do {                                                                                       \
+        const T *rows[MRC];                                                                    \
+        for (int i = 0; i < MRC; ++i) rows[i] = src + i * rsa;                                 \
+        for (int64_t p = 0; p < kcb; ++p) {                                                    \
+            T *d = dst + p * MRC;                                                              \
+            for (int i = 0; i < MRC; ++i) d[i] = rows[i][p];                                   \
+        }                                                                                      \
+    } while (0)
+
+/* A block rows [0, mcb) x k [0, kcb) (a points at its first element) into MR-row panels. */
+#define DEFINE_PACK_A(NAME, T)                                                                 \
+    static void NAME(const T *a, int64_t rsa, int64_t csa, int64_t mcb, int64_t kcb,           \
+                     int64_t MR, T *dst)                                                       \
+    {                                                                                          \
+        for (int64_t r = 0; r < mcb; r += MR, dst += MR * kcb) {                               \
+            const int64_t mrr = imin(MR, mcb - r);                                             \
+            const T *src = a + r * rsa;                                                        \
+            if (csa == 1 && mrr == MR && MR == 12) {                                           \
+                PACK_A_FULL(T, 12);                                                            \
+            } else if (csa == 1 && mrr == MR && MR == 6) {                                     \
+                PACK_A_FULL(T, 6);                                                             \
+            } else if (csa == 1) {                                                             \
+                for (int64_t i = 0; i < mrr; ++i) {                                            \
+                    const T *row = src + i * rsa;                                              \
+                    T *d = dst + i;                                                            \
+                    for (int64_t p = 0; p < kcb; ++p) d[p * MR] = row[p];                      \
+                }                                                                              \
+            } else if (rsa == 1 && mrr == MR && MR == 12) {                                    \
+                for (int64_t p = 0; p < kcb; ++p)                                              \
+                    for (int i = 0; i < 12; ++i) dst[p * 12 + i] = src[p * csa + i];           \
+            } else if (rsa == 1) {                                                             \
+                for (int64_t p = 0; p < kcb; ++p)                                              \
+                    for (int64_t i = 0; i < mrr; ++i) dst[p * MR + i] = src[p * csa + i];      \
+            } else {                                                                           \
+                for (int64_t p = 0; p < kcb; ++p)                                              \
+                    for (int64_t i = 0; i < mrr; ++i) dst[p * MR + i] = src[i * rsa + p * csa]; \
+            }                                                                                  \
+        }                                                                                      \
+    }
+DEFINE_PACK_A(pack_a_f32, float)
+DEFINE_PACK_A(pack_a_f64, double)
+
+/* B block k [0, kcb) x columns [0, ncb) into NR-column panels, zero-padded to NR. */
+#define DEFINE_PACK_B(NAME, T)                                                                 \
+    static void NAME(const T *b, int64_t rsb, int64_t csb, int64_t kcb, int64_t ncb,           \
+                     int64_t NR, T *dst)                                                       \
+    {                                                                                          \
+        const int64_t nfull = csb == 1 && (NR == 32 || NR == 16) ? ncb / NR : 0;              \
+        if (nfull) { /* B rows read front to back, one write stream per panel */               \
+            for (int64_t p = 0; p < kcb; ++p) {                                                \
+                const T *row = b + p * rsb;                                                    \
+                T *d = dst + p * NR;                                                           \
+                if (NR == 32)                                                                  \
+                    for (int64_t q = 0; q < nfull; ++q)                                        \
+                        for (int j = 0; j < 32; ++j) d[q * 32 * kcb + j] = row[q * 32 + j];    \
+                else                                                                           \
+                    for (int64_t q = 0; q < nfull; ++q)                                        \
+                        for (int j = 0; j < 16; ++j) d[q * 16 * kcb + j] = row[q * 16 + j];    \
+            }                                                                                  \
+            dst += nfull * NR * kcb;                                                           \
+        }                                                                                      \
+        for (int64_t q = nfull * NR; q < ncb; q += NR, dst += NR * kcb) {                      \
+            const int64_t nrr = imin(NR, ncb - q);                                             \
+            const T *src = b + q * csb;                                                        \
+            if (csb == 1) {                                                                    \
+                for (int64_t p = 0; p < kcb; ++p) {                                            \
+                    memcpy(dst + p * NR, src + p * rsb, (size_t)nrr * sizeof(T));              \
+                    for (int64_t j = nrr; j < NR; ++j) dst[p * NR + j] = 0;                    \
+                }                                                                              \
+            } else {                                                                           \
+                for (int64_t j = 0; j < nrr; ++j) {                                            \
+                    const T *col = src + j * csb;                                              \
+                    for (int64_t p = 0; p < kcb; ++p) dst[p * NR + j] = col[p * rsb];          \
+                }                                                                              \
+                for (int64_t p = 0; p < kcb; ++p)                                              \
+                    for (int64_t j = nrr; j < NR; ++j) dst[p * NR + j] = 0;                    \
+            }                                                                                  \
+        }                                                                                      \
+    }
+DEFINE_PACK_B(pack_b_f32, float)
+DEFINE_PACK_B(pack_b_f64, double)
+
+/* bf16 A: pairs along k per row, k padded to even with zeros. */
+static void pack_a_bf16(const uint16_t *a, int64_t rsa, int64_t csa, int64_t mcb, int64_t kcb,
+                        int64_t MR, uint16_t *dst)
+{
+    const int64_t kcp = rup(kcb, 2);
+    for (int64_t r = 0; r < mcb; r += MR, dst += MR * kcp) {
+        const int64_t mrr = imin(MR, mcb - r);
+        for (int64_t i = 0; i < mrr; ++i) {
+            const uint16_t *row = a + (r + i) * rsa;
+            uint16_t *d = dst + 2 * i;
+            int64_t p = 0;
+            for (; p + 1 < kcb; p += 2) {
+                d[p * MR] = row[p * csa];
+                d[p * MR + 1] = row[(p + 1) * csa];
+            }
+            if (p < kcb) {
+                d[p * MR] = row[p * csa];
+                d[p * MR + 1] = 0;
+            }
+        }
+    }
+}
+
+/* bf16 B: VNNI pairs (B[p][j], B[p+1][j]) in 32-bit lanes, NR columns per panel, zero-padded. */
+static void pack_b_bf16(const uint16_t *b, int64_t rsb, int64_t csb, int64_t kcb, int64_t ncb,
+                        int64_t NR, uint16_t *dst)
+{
+    const int64_t kcp = rup(kcb, 2);
+    for (int64_t q = 0; q < ncb; q += NR, dst += NR * kcp) {
+        const int64_t nrr = imin(NR, ncb - q);
+        const uint16_t *src = b + q * csb;
+        for (int64_t p = 0; p < kcp; p += 2) {
+            uint16_t *d = dst + p * NR;
+            const uint16_t *r0 = src + p * rsb;
+            const uint16_t *r1 = src + (p + 1) * rsb;
+            const int odd_pad = p + 1 >= kcb;
+            for (int64_t j = 0; j < nrr; ++j) {
+                d[2 * j] = r0[j * csb];
+                d[2 * j + 1] = odd_pad ? 0 : r1[j * csb];
+            }
+            for (int64_t j = nrr; j < NR; ++j) d[2 * j] = d[2 * j + 1] = 0;
+        }
+    }
+}
+
+static void pack_a(const eng *e, const char *a, int64_t rsa, int64_t csa, int64_t mcb,
+                   int64_t kcb, void *dst)
+{
+    if (e->dtype == PYTPP_F32) pack_a_f32((const float *)a, rsa, csa, mcb, kcb, e->mr, dst);
+    else if (e->dtype == PYTPP_F64) pack_a_f64((const double *)a, rsa, csa, mcb, kcb, e->mr, dst);
+    else pack_a_bf16((const uint16_t *)a, rsa, csa, mcb, kcb, e->mr, dst);
+}
+
+static void pack_b(const eng *e, const char *b, int64_t rsb, int64_t csb, int64_t kcb,
+                   int64_t ncb, void *dst)
+{
+    if (e->dtype == PYTPP_F32) pack_b_f32((const float *)b, rsb, csb, kcb, ncb, e->nr, dst);
+    else if (e->dtype == PYTPP_F64) pack_b_f64((const double *)b, rsb, csb, kcb, ncb, e->nr, dst);
+    else pack_b_bf16((const uint16_t *)b, rsb, csb, kcb, ncb, e->nr, dst);
+}
+
+/* ---- micro-tile ---------------------------------------------------------------------------- */
+
+/* C[0:mr, 0:ncols] (+)= packed A panel x packed B panel over kcb (kcp = padded depth). */
+static inline void run_tile(const eng *e, int64_t kcb, const void *ap, const void *bp, void *c,
+                            int64_t ldc, int64_t mr, int64_t ncols, int accumulate)
+{
+    const int64_t nv = cdiv(ncols, e->vl);
+    const int64_t n_last = ncols - (nv - 1) * e->vl;
+    const int masked = n_last != e->vl;
+    e->kp->ukr[nv - 1][mr - 1][masked](e->kstep == 2 ? cdiv(kcb, 2) : kcb, ap, bp, c, ldc,
+                                       accumulate, n_last);
+}
+
+static inline void prefetch_c(const char *c, int64_t ldc_bytes, int64_t rows, int64_t bytes)
+{
+    for (int64_t i = 0; i < rows; ++i)
+        for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(c + i * ldc_bytes + o, 1, 3);
+}
+
+/* ---- one thread's rectangle of C ----------------------------------------------------------- */
+
+typedef struct job {
+    const eng *e;
+    const pytpp_mm_desc *d;
+    const char *a, *b;          /* b: raw B, or NULL when bpre is set */
+    const char *bpre;           /* pre-packed whole B (PackedMatrix layout) */
+    int64_t npad;               /* pre-packed: n rounded up to NR */
+    char *c;
+    char *ws;                   /* caller's workspace (reused across calls) or NULL: malloc */
+    size_t ws_bytes;
+} job;
+
+/* Packing buffer sizes (bytes) a thread needs for an m x n rectangle. */
+static void buffer_sizes(const eng *e, const pytpp_mm_desc *d, int64_t m, int64_t n, int prepacked,
+                         size_t *abytes, size_t *bbytes)
+{
+    const int64_t kcp = rup(imin(e->kc, d->k), e->kstep);
+    *abytes = (size_t)(rup(imin(e->mc, m), e->mr) * kcp) * e->esz;
+    *bbytes = prepacked ? 0 : (size_t)(rup(imin(e->nc, n), e->nr) * kcp) * e->esz;
+}
+
+static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t n1, char *abuf,
+                      char *bbuf)
+{
+    const eng *e = jb->e;
+    const pytpp_mm_desc *d = jb->d;
+    const int64_t k = d->k, ldc = d->ldc;
+    const size_t esz = e->esz, cesz = e->cesz;
+    const int64_t MR = e->mr, NR = e->nr;
+    /* balanced block sizes: the last block is not a sliver */
+    const int64_t kc = jb->bpre ? e->kc : rup(cdiv(k, cdiv(k, e->kc)), e->kstep);
+    const int64_t mc = rup(cdiv(m1 - m0, cdiv(m1 - m0, e->mc)), MR);
+    const int64_t nc = rup(cdiv(n1 - n0, cdiv(n1 - n0, e->nc)), NR);
+    for (int64_t ic = m0; ic < m1; ic += mc) {
+        const int64_t mcb = imin(mc, m1 - ic);
+        for (int64_t pc = 0; pc < k; pc += kc) {
+            const int64_t kcb = imin(kc, k - pc);
+            const int64_t kcp = rup(kcb, e->kstep);
+            pack_a(e, jb->a + (ic * d->rsa + pc * d->csa) * (int64_t)esz, d->rsa, d->csa, mcb,
+                   kcb, abuf);
+            for (int64_t jc = n0; jc < n1; jc += nc) {
+                const int64_t ncb = imin(nc, n1 - jc);
+                const char *bblk;
+                if (jb->bpre) {
+                    bblk = jb->bpre + (pc * jb->npad + jc * kcp) * (int64_t)esz;
+                } else {
+                    pack_b(e, jb->b + (pc * d->rsb + jc * d->csb) * (int64_t)esz, d->rsb, d->csb,
+                           kcb, ncb, bbuf);
+                    bblk = bbuf;
+                }
+                for (int64_t ir = 0; ir < mcb; ir += MR) {
+                    const int64_t mrr = imin(MR, mcb - ir);
+                    const char *ap = abuf + ir * kcp * (int64_t)esz;
+                    char *crow = jb->c + ((ic + ir) * ldc + jc) * (int64_t)cesz;
+                    for (int64_t jr = 0; jr < ncb; jr += NR) {
+                        const int64_t ncols = imin(NR, ncb - jr);
+                        char *cp = crow + jr * (int64_t)cesz;
+                        /* the kernel reads C only at its end (f32/f64) or start (bf16): fetch the
+                         * next tile's rows while this one computes */
+                        if (jr + NR < ncb)
+                            prefetch_c(cp + NR * (int64_t)cesz, ldc * (int64_t)cesz, mrr,
+                                       imin(NR, ncb - jr - NR) * (int64_t)cesz);
+                        run_tile(e, kcb, ap, bblk + jr * kcp * (int64_t)esz, cp, ldc, mrr, ncols,
+                                 pc > 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---- small problems: no packing --------------------------------------------------------- */
+
+/* C tiles straight from A (any strides) and B (unit column stride), balanced register blocks
+ * (brgemm.c's partition: a 40-column C on 16 lanes is 2+1 vectors, rows split evenly). */
+typedef struct nopack_plan {
+    int64_t n_ib, n_jb, nvec;
+} nopack_plan;
+
+static void nopack_make(const eng *e, const pytpp_mm_desc *d, nopack_plan *p)
+{
+    const pytpp_gemm_kernels *kt = e->kt;
+    p->nvec = cdiv(d->n, kt->vl);
+    p->n_jb = cdiv(p->nvec, kt->nv_main);
+    const int64_t nv_widest = cdiv(p->nvec, p->n_jb);
+    p->n_ib = cdiv(d->m, kt->mr_max[nv_widest]);
+}
+
+static inline void split(int64_t total, int64_t parts, int64_t i, int64_t *start, int64_t *len)
+{
+    const int64_t base = total / parts, extra = total % parts;
+    *start = i * base + (i < extra ? i : extra);
+    *len = base + (i < extra);
+}
+
+static void nopack_tiles(const eng *e, const nopack_plan *p, const pytpp_mm_desc *d,
+                         const char *a, const char *b, char *c, int64_t t0, int64_t t1)
+{
+    const pytpp_gemm_kernels *kt = e->kt;
+    const void *ap[1] = {a}, *bp[1] = {b};
+    for (int64_t t = t0; t < t1; ++t) {
+        const int64_t jb = t / p->n_ib, ib = t % p->n_ib;
+        int64_t i0, mr, v0, nv;
+        split(d->m, p->n_ib, ib, &i0, &mr);
+        split(p->nvec, p->n_jb, jb, &v0, &nv);
+        const int64_t j0 = v0 * kt->vl;
+        const int64_t n_last = imin(d->n, (v0 + nv) * kt->vl) - (v0 + nv - 1) * kt->vl;
+        char *cp = c + (i0 * d->ldc + j0) * (int64_t)e->cesz;
+        kt->ukr[nv - 1][mr - 1][n_last != kt->vl](d->k, 1, ap, i0 * d->rsa, d->rsa, d->csa, bp,
+                                                   j0 * d->csb, d->rsb, cp, d->ldc, 1.0, 0.0,
+                                                   n_last);
+    }
+}
+
+/* The no-packing path pays off while A and B stay in L2 (or the problem is tiny). */
+static int use_nopack(const eng *e, const pytpp_mm_desc *d)
+{
+    if (!e->kt || d->csb != 1) return 0;
+    const double bytes = ((double)d->m * (double)d->k + (double)d->k * (double)d->n) * (double)e->esz;
+    const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
+    return bytes <= (double)e->nopack_bytes || flops <= 2.0 * 64 * 64 * 64;
+}
+
+/* No-packing tiles, split over threads by contiguous tile ranges (column blocks first, so a
+ * thread's tiles share B columns). */
+static void run_nopack(const eng *e, const pytpp_mm_desc *d, const char *a, const char *b,
+                       char *c, int nthreads)
+{
+    nopack_plan p;
+    nopack_make(e, d, &p);
+    const int64_t ntiles = p.n_ib * p.n_jb;
+    const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
+    int nt = nthreads;
+    if (flops < MM_PAR_MIN_FLOPS || ntiles < 2) nt = 1;
+    if (nt > ntiles) nt = (int)ntiles;
+    if (nt <= 1) {
+        nopack_tiles(e, &p, d, a, b, c, 0, ntiles);
+        return;
+    }
+    #pragma omp parallel num_threads(nt)
+    {
+#ifdef _OPENMP
+        const int64_t tid = omp_get_thread_num();
+#else
+        const int64_t tid = 0;
+#endif
+        nopack_tiles(e, &p, d, a, b, c, ntiles * tid / nt, ntiles * (tid + 1) / nt);
+    }
+}
+
+static void zero_c(const eng *e, const pytpp_mm_desc *d, char *c)
+{
+    for (int64_t i = 0; i < d->m; ++i) memset(c + i * d->ldc * (int64_t)e->cesz, 0, (size_t)d->n * e->cesz);
+}
+
+/* ---- thread partition ----------------------------------------------------------------------- */
+
+/* tm x tn grid of threads over C in units of MR rows / NR columns: the cost of the busiest
+ * thread (its flops plus the operand panels it packs) is minimised. */
+static void choose_grid(const eng *e, int64_t m, int64_t n, int64_t k, int nt, int64_t *tm_out,
+                        int64_t *tn_out)
+{
+    const int64_t pm = cdiv(m, e->mr), pn = cdiv(n, e->nr);
+    double best = -1.0;
+    int64_t btm = 1, btn = 1;
+    for (int64_t tm = 1; tm <= nt; ++tm) {
+        if (nt % tm) continue;
+        const int64_t tn = nt / tm;
+        if (tm > pm || tn > pn) continue;
+        const double mt = (double)cdiv(pm, tm) * (double)e->mr;
+        const double ntc = (double)cdiv(pn, tn) * (double)e->nr;
+        const double cost = 2.0 * mt * ntc * (double)k + 8.0 * (mt + ntc) * (double)k;
+        if (best < 0 || cost < best) best = cost, btm = tm, btn = tn;
+    }
+    if (best < 0) { /* fewer panels than threads in both directions: split the longer one */
+        if (pm >= pn) btm = imin(pm, nt), btn = 1;
+        else btm = 1, btn = imin(pn, nt);
+    }
+    *tm_out = btm;
+    *tn_out = btn;
+}
+
+/* Thread grid and per-thread buffer bytes (A and B buffers, each rounded to 64) of a call. */
+static void goto_plan(const eng *e, const pytpp_mm_desc *d, int prepacked, int nthreads,
+                      int64_t *tm, int64_t *tn, size_t *per_thread)
+{
+    const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
+    *tm = *tn = 1;
+    if (nthreads > 1 && flops >= MM_PAR_MIN_FLOPS) choose_grid(e, d->m, d->n, d->k, nthreads, tm, tn);
+    const int64_t pm = cdiv(d->m, e->mr), pn = cdiv(d->n, e->nr);
+    size_t abytes, bbytes;
+    buffer_sizes(e, d, cdiv(pm, *tm) * e->mr, cdiv(pn, *tn) * e->nr, prepacked, &abytes, &bbytes);
+    *per_thread = (size_t)rup((int64_t)abytes, 64) + (size_t)rup((int64_t)bbytes, 64) + 128;
+}
+
+static int run_goto(const eng *e, const job *jb, int nthreads)
+{
+    const pytpp_mm_desc *d = jb->d;
+    int64_t tm, tn;
+    size_t per;
+    goto_plan(e, d, jb->bpre != NULL, nthreads, &tm, &tn, &per);
+    const int nt = (int)(tm * tn);
+    const int64_t pm = cdiv(d->m, e->mr), pn = cdiv(d->n, e->nr);
+    char *ws = jb->ws && jb->ws_bytes >= per * (size_t)nt ? jb->ws : NULL;
+    int err = 0;
+    #pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
+    {
+#ifdef _OPENMP
+        const int64_t tid = omp_get_thread_num();
+#else
+        const int64_t tid = 0;
+#endif
+        int64_t r0, rl, c0, cl;
+        split(pm, tm, tid / tn, &r0, &rl);
+        split(pn, tn, tid % tn, &c0, &cl);
+        const int64_t m0 = r0 * e->mr, m1 = imin(d->m, (r0 + rl) * e->mr);
+        const int64_t n0 = c0 * e->nr, n1 = imin(d->n, (c0 + cl) * e->nr);
+        if (m1 > m0 && n1 > n0) {
+            size_t abytes, bbytes;
+            buffer_sizes(e, d, m1 - m0, n1 - n0, jb->bpre != NULL, &abytes, &bbytes);
+            char *own = ws ? NULL : malloc(per);
+            char *base = ws ? ws + (size_t)tid * per : own;
+            if (!base) {
+                err = 1;
+            } else {
+                char *abuf = (char *)(((uintptr_t)base + 63) & ~(uintptr_t)63);
+                char *bbuf = abuf + rup((int64_t)abytes, 64);
+                goto_rect(jb, m0, m1, n0, n1, abuf, bbytes ? bbuf : NULL);
+            }
+            free(own);
+        }
+    }
+    return err ? -1 : 0;
+}
+
+static int matmul_one(const eng *e, const pytpp_mm_desc *d, const char *a, const char *b,
+                      char *c, int nthreads, void *ws, size_t ws_bytes)
+{
+    if (d->m <= 0 || d->n <= 0) return 0;
+    if (d->k <= 0) {
+        zero_c(e, d, c);
+        return 0;
+    }
+    if (use_nopack(e, d)) {
+        run_nopack(e, d, a, b, c, nthreads);
+        return 0;
+    }
+    job jb = {.e = e, .d = d, .a = a, .b = b, .bpre = NULL, .npad = 0, .c = c, .ws = ws,
+              .ws_bytes = ws_bytes};
+    return run_goto(e, &jb, nthreads);
+}
+
+static int valid_kernels(const pytpp_mm_kernels *ks, int dtype)
+{
+    (void)dtype;
+    return ks->kp != NULL;
+}
+
+size_t pytpp_matmul_workspace(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                              const pytpp_mm_desc *d, int prepacked, int nthreads)
+{
+    eng e;
+    make_eng(&e, ks, bk, d->dtype);
+    if (d->m <= 0 || d->n <= 0 || d->k <= 0 || (!prepacked && use_nopack(&e, d))) return 0;
+    int64_t tm, tn;
+    size_t per;
+    goto_plan(&e, d, prepacked, nthreads, &tm, &tn, &per);
+    return per * (size_t)(tm * tn);
+}
+
+int pytpp_matmul(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci, const pytpp_mm_desc *d,
+                 const void *a, const void *b, void *c, int nthreads)
+{
+    if (!valid_kernels(ks, d->dtype)) return -2;
+    pytpp_mm_blocking bk;
+    pytpp_mm_blocking_init(ks, ci, d->dtype, &bk);
+    return pytpp_matmul_blocked(ks, &bk, d, a, b, c, nthreads, NULL, 0);
+}
+
+int pytpp_matmul_blocked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                         const pytpp_mm_desc *d, const void *a, const void *b, void *c,
+                         int nthreads, void *ws, size_t ws_bytes)
+{
+    if (!valid_kernels(ks, d->dtype)) return -2;
+    eng e;
+    make_eng(&e, ks, bk, d->dtype);
+    return matmul_one(&e, d, a, b, c, nthreads, ws, ws_bytes);
+}
+
+int pytpp_matmul_batch(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci,
+                       const pytpp_mm_desc *d, const void *a, const void *b, void *c,
+                       int64_t count, const int64_t *off_a, const int64_t *off_b,
+                       const int64_t *off_c, int nthreads)
+{
+    if (!valid_kernels(ks, d->dtype)) return -2;
+    if (count <= 0 || d->m <= 0 || d->n <= 0) return 0;
+    pytpp_mm_blocking bk;
+    pytpp_mm_blocking_init(ks, ci, d->dtype, &bk);
+    eng e;
+    make_eng(&e, ks, &bk, d->dtype);
+    const int64_t ea = (int64_t)e.esz, ec = (int64_t)e.cesz;
+    const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
+    /* each product big enough for all threads: one after another */
+    if (nthreads <= 1 || flops >= 4.0 * MM_PAR_MIN_FLOPS || count == 1) {
+        int err = 0;
+        for (int64_t l = 0; l < count && !err; ++l)
+            err = matmul_one(&e, d, (const char *)a + off_a[l] * ea, (const char *)b + off_b[l] * ea,
+                             (char *)c + off_c[l] * ec, nthreads, NULL, 0);
+        return err;
+    }
+    /* small products: parallel over the stack, each on one thread */
+    const int nt = flops * (double)count >= MM_PAR_MIN_FLOPS ? nthreads : 1;
+    int err = 0;
+    #pragma omp parallel for num_threads(nt) schedule(static) reduction(| : err) if (nt > 1)
+    for (int64_t l = 0; l < count; ++l)
+        err |= matmul_one(&e, d, (const char *)a + off_a[l] * ea, (const char *)b + off_b[l] * ea,
+                          (char *)c + off_c[l] * ec, 1, NULL, 0);
+    return err ? -1 : 0;
+}
+
+/* ---- pre-packed B ------------------------------------------------------------------------- */
+
+int64_t pytpp_mm_packed_size(const pytpp_mm_blocking *bk, int dtype, int64_t k, int64_t n)
+{
+    const int64_t kstep = dtype == PYTPP_MM_BF16 ? 2 : 1;
+    return rup(imax(k, 1), kstep) * rup(imax(n, 1), bk->nr);
+}
+
+void pytpp_mm_pack_b_full(const pytpp_mm_blocking *bk, int dtype, int64_t k, int64_t n,
+                          const void *b, int64_t rsb, int64_t csb, void *packed, int nthreads)
+{
+    eng e;
+    memset(&e, 0, sizeof e);
+    e.dtype = dtype;
+    e.mr = bk->mr;
+    e.nr = bk->nr;
+    e.esz = dtype_size(dtype);
+    const int64_t npad = rup(imax(n, 1), bk->nr), esz = (int64_t)e.esz;
+    const int64_t nblocks = cdiv(k, bk->kc);
+    #pragma omp parallel for num_threads(nthreads) schedule(static) if (nthreads > 1 && k * n > (1 << 16))
+    for (int64_t t = 0; t < nblocks; ++t) {
+        const int64_t pc = t * bk->kc, kcb = imin(bk->kc, k - pc);
+        pack_b(&e, (const char *)b + pc * rsb * esz, rsb, csb, kcb, n,
+               (char *)packed + pc * npad * esz);
+    }
+}
+
+int pytpp_matmul_prepacked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                           const pytpp_mm_desc *d, const void *a, const void *packed_b, void *c,
+                           int64_t count, const int64_t *off_a, const int64_t *off_c,
+                           int nthreads, void *ws, size_t ws_bytes)
+{
+    if (!valid_kernels(ks, d->dtype)) return -2;
+    eng e;
+    make_eng(&e, ks, bk, d->dtype);
+    const int64_t ea = (int64_t)e.esz, ec = (int64_t)e.cesz;
+    int err = 0;
+    for (int64_t l = 0; l < count && !err; ++l) {
+        char *cl = (char *)c + off_c[l] * ec;
+        if (d->m <= 0 || d->n <= 0) continue;
+        if (d->k <= 0) {
+            zero_c(&e, d, cl);
+            continue;
+        }
+        job jb = {.e = &e, .d = d, .a = (const char *)a + off_a[l] * ea, .b = NULL,
+                  .bpre = packed_b, .npad = rup(d->n, e.nr), .c = cl, .ws = ws,
+                  .ws_bytes = ws_bytes};
+        err = run_goto(&e, &jb, nthreads);
+    }
+    return err;
+}
+
+/* ---- bf16 output ------------------------------------------------------------------------------ */
+
+void pytpp_cvt_f32_bf16(const float *src, uint16_t *dst, int64_t rows, int64_t cols,
+                        int64_t src_rs, int64_t dst_rs, int64_t dst_cs)
+{
+    for (int64_t i = 0; i < rows; ++i) {
+        const float *s = src + i * src_rs;
+        uint16_t *o = dst + i * dst_rs;
+        for (int64_t j = 0; j < cols; ++j) {
+            uint32_t u;
+            memcpy(&u, s + j, 4);
+            uint16_t h;
+            if ((u & 0x7FFFFFFFu) > 0x7F800000u) h = (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+            else h = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+            o[j * dst_cs] = h;
+        }
+    }
+}

@@ -1,0 +1,111 @@
+/* Goto/BLIS-style packed GEMM behind pytpp.matmul: five loops around the engine's micro-kernels,
+ * A and B packed into cache-sized panels, a no-packing path for small problems, pre-packed B
+ * (PackedMatrix), stacks of matrices, and bfloat16 (bf16 x bf16 -> fp32 accumulation).
+ *
+ * Layout (row-major, numpy C order), strides in elements, any sign:
+ *   A is m x k with strides (rsa, csa); B is k x n with strides (rsb, csb);
+ *   C is m x n with row stride ldc and unit column stride (fp32 for bf16 inputs).
+ *
+ * Packed formats (also the PackedMatrix layout):
+ *   A block (mc x kc): panels of MR rows; f32/f64 element (i, p) of a panel at p*MR + i;
+ *                      bf16 pairs along k: element (i, p) at (p/2)*2*MR + 2*i + p%2.
+ *   B block (kc x nc): panels of NR columns (zero-padded); f32/f64 element (p, j) at p*NR + j;
+ *                      bf16 VNNI pairs: (p/2)*2*NR + 2*j + p%2, k padded to even with zeros.
+ *   Whole packed B (PackedMatrix): kc-block t starts at t*kc*npad (npad = n rounded up to NR),
+ *   its panel q at + q*NR*kcp (kcp = block depth rounded up to even for bf16). */
+#ifndef PYTPP_GEMM_GOTO_H
+#define PYTPP_GEMM_GOTO_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "pytpp/gemm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PYTPP_MM_BF16 2      /* dtype code next to PYTPP_F64 / PYTPP_F32 */
+#define PYTPP_PK_NV_MAX 4
+#define PYTPP_PK_MR_MAX 14
+
+/* Packed-panel micro-kernel: C[0:mr, 0:ncols] = (accumulate ? C : 0) + A_panel B_panel.
+ * f32/f64 (gemm_packed.inc): kd = k steps, A (i, p) at a[p*MR_MAIN + i], B row p at
+ * b + p*NR_MAIN. bf16 (gemm_bf16.inc): kd = k pairs, A pairs at a + q*2*MR_MAIN + 2*i, B pair-rows
+ * at b + q*2*NR_MAIN, C fp32; each lane is one sequential chain acc += a[odd]*b[odd];
+ * acc += a[even]*b[even] per pair, rounded to nearest even, denormals in and out flushed (what
+ * vdpbf16ps does). The last vector of a row is masked to n_last lanes in the _tail variants. */
+typedef void (*pytpp_pk_ukr_fn)(int64_t kd, const void *a, const void *b, void *c, int64_t ldc,
+                                int accumulate, int64_t n_last);
+
+typedef struct pytpp_pk_kernels {
+    const char *name;              /* e.g. "avx512", "avx512_bf16" (native bf16) */
+    int vl;                        /* C (fp32/fp64) lanes per vector */
+    int nv_main, mr_main;          /* main register block: mr_main x nv_main vectors */
+    pytpp_pk_ukr_fn ukr[PYTPP_PK_NV_MAX][PYTPP_PK_MR_MAX][2]; /* [nv-1][mr-1][masked] */
+} pytpp_pk_kernels;
+
+extern const pytpp_pk_kernels pytpp_mm_f32_ref, pytpp_mm_f32_avx2, pytpp_mm_f32_avx512;
+extern const pytpp_pk_kernels pytpp_mm_f64_ref, pytpp_mm_f64_avx2, pytpp_mm_f64_avx512;
+extern const pytpp_pk_kernels pytpp_mm_bf16_ref, pytpp_mm_bf16_avx2, pytpp_mm_bf16_avx512,
+    pytpp_mm_bf16_avx512_bf16;
+
+typedef struct pytpp_mm_desc {
+    int64_t m, n, k;
+    int64_t rsa, csa, rsb, csb, ldc;
+    int dtype;                     /* PYTPP_F64, PYTPP_F32 or PYTPP_MM_BF16 */
+} pytpp_mm_desc;
+
+/* Register and cache blocking of one (kernel table, dtype). */
+typedef struct pytpp_mm_blocking {
+    int64_t mr, nr, vl;            /* register block */
+    int64_t kc, mc, nc;            /* cache blocks: kc x mc A block (L1 panel), kc x nc B (L2) */
+    int64_t nopack_bytes;          /* A + B at most this big: no packing (f32/f64) */
+} pytpp_mm_blocking;
+
+/* Kernels for one call: packed-panel kernels (every dtype) and, for f32/f64, the engine's
+ * strided BRGEMM kernels for the small no-packing path (NULL for bf16). */
+typedef struct pytpp_mm_kernels {
+    const pytpp_pk_kernels *kp;
+    const pytpp_gemm_kernels *kt;
+} pytpp_mm_kernels;
+
+void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci, int dtype,
+                            pytpp_mm_blocking *bk);
+
+/* C = A B. Returns 0, or -1 if a packing buffer could not be allocated. */
+int pytpp_matmul(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci, const pytpp_mm_desc *d,
+                 const void *a, const void *b, void *c, int nthreads);
+
+/* The same with explicit blocking and an optional workspace of ws_bytes (at least what
+ * pytpp_matmul_workspace says, else it is ignored and buffers are allocated per call): packing
+ * buffers reused across calls skip the page faults fresh memory costs. */
+int pytpp_matmul_blocked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                         const pytpp_mm_desc *d, const void *a, const void *b, void *c,
+                         int nthreads, void *ws, size_t ws_bytes);
+size_t pytpp_matmul_workspace(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                              const pytpp_mm_desc *d, int prepacked, int nthreads);
+
+/* `count` products: A_l = a + off_a[l], B_l = b + off_b[l], C_l = c + off_c[l] (elements).
+ * Small products run in parallel over the stack, large ones one after another on all threads. */
+int pytpp_matmul_batch(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci,
+                       const pytpp_mm_desc *d, const void *a, const void *b, void *c,
+                       int64_t count, const int64_t *off_a, const int64_t *off_b,
+                       const int64_t *off_c, int nthreads);
+
+/* Pre-packed B: size in elements of the packed layout, packing, and C = A Bpacked. */
+int64_t pytpp_mm_packed_size(const pytpp_mm_blocking *bk, int dtype, int64_t k, int64_t n);
+void pytpp_mm_pack_b_full(const pytpp_mm_blocking *bk, int dtype, int64_t k, int64_t n,
+                          const void *b, int64_t rsb, int64_t csb, void *packed, int nthreads);
+int pytpp_matmul_prepacked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                           const pytpp_mm_desc *d, const void *a, const void *packed_b, void *c,
+                           int64_t count, const int64_t *off_a, const int64_t *off_c,
+                           int nthreads, void *ws, size_t ws_bytes);
+
+/* float32 -> bfloat16, round to nearest even, NaN stays NaN (quiet). Any strides (elements). */
+void pytpp_cvt_f32_bf16(const float *src, uint16_t *dst, int64_t rows, int64_t cols,
+                        int64_t src_rs, int64_t dst_rs, int64_t dst_cs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

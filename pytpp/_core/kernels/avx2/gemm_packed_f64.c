@@ -1,0 +1,9 @@
+/* Goto GEMM packed-panel micro-kernels, f64, avx2: from the shared template. */
+#define PYTPP_DT_F64
+#include "pytpp/simd_avx2.h"
+#include "pytpp/gemm_pk_shapes.h"
+#ifndef PK_MR_MAIN
+#define PK_MR_MAIN 6
+#define PK_NV_MAIN 2
+#endif
+#include "pytpp/gemm_packed.inc"
