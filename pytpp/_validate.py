@@ -1,4 +1,6 @@
 """Argument checks shared by the numpy-level functions; messages name function and argument."""
+import operator
+
 import numpy as np
 
 FLOAT_TYPES = (np.dtype(np.float64), np.dtype(np.float32))
@@ -33,3 +35,14 @@ def check_out(out, shape, dtype, fn, inputs=()):
 def element_strides_ok(arr):
     """True when every stride is a whole number of elements (views of packed records may not be)."""
     return all(s % arr.itemsize == 0 for s in arr.strides)
+
+
+def nonneg_int(value, name, fn):
+    """`value` as a Python int >= 0; TypeError for non-integers, ValueError for negatives."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{fn}: {name} must be an integer, got {type(value).__name__}") from None
+    if v < 0:
+        raise ValueError(f"{fn}: {name} must be >= 0, got {v}")
+    return v

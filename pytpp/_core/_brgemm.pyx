@@ -125,9 +125,6 @@ cdef class BrgemmKernel:
         cdef const char *pa = NULL
         cdef const char *pb = NULL
         cdef char *pc = buffer_of(c, "c", self.typenum, True, &nc)
-        cdef int64_t esz = self.esz
-        cdef int err
-        cdef const void **ptrs = NULL
         cdef int64_t[::1] offa, offb
         if self.ext_c > nc:
             raise ValueError(f"c has {nc} elements; the kernel writes {self.ext_c} (m, n, ldc)")
@@ -167,11 +164,16 @@ cdef class BrgemmKernel:
         bt.count = count
         if count > 0:
             self._check_overlap(pc, nc, pa, na, pb, nb_)
+        self._launch(pa, pb, pc, &bt)
+        return c
+
+    cdef _launch(self, const void *pa, const void *pb, char *pc, const pytpp_batch *bt):
+        """Run with the GIL released; the checks are done."""
+        cdef int err
         with nogil:
-            err = self.run(pa, pb, pc, &bt)
+            err = self.run(pa, pb, pc, bt)
         if err:
             raise MemoryError("pytpp.tpp.brgemm: scratch allocation failed")
-        return c
 
     cdef _check_overlap(self, const char *pc, int64_t nc, const char *pa, int64_t na,
                         const char *pb, int64_t nb_):
@@ -197,7 +199,6 @@ cdef class BrgemmKernel:
         cdef const void **ptrs = <const void **>malloc(2 * max(count, 1) * sizeof(void *))
         cdef pytpp_batch bt
         cdef int64_t i
-        cdef int err
         if ptrs == NULL:
             raise MemoryError()
         try:
@@ -209,10 +210,7 @@ cdef class BrgemmKernel:
             bt.mode = PYTPP_BATCH_ADDRESS
             bt.count = count
             bt.ptr_a, bt.ptr_b = ptrs, ptrs + count
-            with nogil:
-                err = self.run(NULL, NULL, pc, &bt)
-            if err:
-                raise MemoryError("pytpp.tpp.brgemm: scratch allocation failed")
+            self._launch(NULL, NULL, pc, &bt)
         finally:
             free(ptrs)
         return c
@@ -226,7 +224,6 @@ cdef class BrgemmKernel:
             raise ValueError(f"a_blocks has {count} arrays but b_blocks has {len(b)}")
         cdef const void **ptrs = <const void **>malloc(2 * max(count, 1) * sizeof(void *))
         cdef pytpp_batch bt
-        cdef int err
         if ptrs == NULL:
             raise MemoryError()
         try:
@@ -242,10 +239,7 @@ cdef class BrgemmKernel:
             bt.mode = PYTPP_BATCH_ADDRESS
             bt.count = count
             bt.ptr_a, bt.ptr_b = ptrs, ptrs + count
-            with nogil:
-                err = self.run(NULL, NULL, pc, &bt)
-            if err:
-                raise MemoryError("pytpp.tpp.brgemm: scratch allocation failed")
+            self._launch(NULL, NULL, pc, &bt)
         finally:
             free(ptrs)
         return c

@@ -6,10 +6,11 @@ and per-input broadcast flags: ``"row"`` (one row of n reused by every row), ``"
 per row, at ``x[i * ld]``) or ``"scalar"``. Operands are C-contiguous arrays addressed as flat
 buffers with the descriptor's leading dimensions (like the BRGEMM handles).
 """
-import operator
 
 import ml_dtypes
 import numpy as np
+
+from pytpp import _validate
 
 from pytpp._core import _eltwise as _ew
 from pytpp._core import _runtime
@@ -59,16 +60,6 @@ def resolve_compute(*dts):
     """float64 if any operand is float64, else float32 (bfloat16 always computes in float32)."""
     return np.dtype(np.float64) if any(np.dtype(d) == np.float64 for d in dts) \
         else np.dtype(np.float32)
-
-
-def _int(value, name, fn):
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{fn}: {name} must be an integer, got {type(value).__name__}") from None
-    if v < 0:
-        raise ValueError(f"{fn}: {name} must be >= 0, got {v}")
-    return v
 
 
 def _extent(m, n, ld, bcast):
@@ -196,7 +187,7 @@ def _lds(m, n, given, names, fn, bcasts=()):
     out = []
     bcasts = tuple(bcasts) + (0,) * (len(given) - len(bcasts))
     for ld, name, bc in zip(given, names, bcasts):
-        ld = (1 if bc == 2 else n) if ld is None else _int(ld, name, fn)
+        ld = (1 if bc == 2 else n) if ld is None else _validate.nonneg_int(ld, name, fn)
         if bc == 0 and ld < n and m > 1:
             raise ValueError(f"{fn}: {name}={ld} is smaller than the {n} columns it strides over")
         out.append(ld)
@@ -272,7 +263,7 @@ def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi
     fn = "pytpp.tpp.unary"
     if op not in UNARY_OPS:
         raise ValueError(f"{fn}: unknown op {op!r}; expected one of {UNARY_OPS}")
-    m, n = _int(m, "m", fn), _int(n, "n", fn)
+    m, n = _validate.nonneg_int(m, "m", fn), _validate.nonneg_int(n, "n", fn)
     if op in ("transpose", "vnni", "vnni_transpose", "gather_rows", "scatter_rows", "unpack",
               "replicate_col", "reduce"):
         from pytpp.tpp import _transforms
@@ -350,7 +341,7 @@ def binary(op, m, n, dtype=np.float32, *, dtype1=None, out_dtype=None, compute_d
     fn = "pytpp.tpp.binary"
     if op not in BINARY_OPS:
         raise ValueError(f"{fn}: unknown op {op!r}; expected one of {BINARY_OPS}")
-    m, n = _int(m, "m", fn), _int(n, "n", fn)
+    m, n = _validate.nonneg_int(m, "m", fn), _validate.nonneg_int(n, "n", fn)
     if op == "pack":
         from pytpp.tpp import _transforms
         return _transforms.make("pack", m, n, dtype, out_dtype, None, None, None, 1, "sum",
@@ -374,7 +365,7 @@ def binary(op, m, n, dtype=np.float32, *, dtype1=None, out_dtype=None, compute_d
     desc = dict(op=op, m=m, n=n, dtype=dt0.name, dtype1=dt1.name, out_dtype=odt.name,
                 compute_dtype=cdt.name, ld0=ld0, ld1=ld1, ldo=ldo, bcast0=bcast0, bcast1=bcast1)
     if op == "compare":
-        ldm = (n + 7) // 8 if ldo == n else _int(ldo, "ldo", fn)
+        ldm = (n + 7) // 8 if ldo == n else _validate.nonneg_int(ldo, "ldo", fn)
         desc.update(cmp=cmp, ldm=ldm)
         kern = EltwiseKernel(fn, _ew.KIND_CMP, "binary", _CMP[cmp], m, n, (dt0, dt1), (ld0, ld1),
                              (b0, b1), odt, ldm, cdt, isa, desc, bits="out", ldm=ldm)
@@ -404,7 +395,7 @@ def ternary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, l
     fn = "pytpp.tpp.ternary"
     if op not in TERNARY_OPS:
         raise ValueError(f"{fn}: unknown op {op!r}; expected one of {TERNARY_OPS}")
-    m, n = _int(m, "m", fn), _int(n, "n", fn)
+    m, n = _validate.nonneg_int(m, "m", fn), _validate.nonneg_int(n, "n", fn)
     dt = dtype_of(dtype, fn)
     odt = dt if out_dtype is None else dtype_of(out_dtype, fn, "out_dtype")
     cdt = resolve_compute(dt, odt) if compute_dtype is None else dtype_of(compute_dtype, fn, "compute_dtype")

@@ -1,7 +1,8 @@
 """BRGEMM descriptors -> cached :class:`~pytpp._core._brgemm.BrgemmKernel` handles."""
-import operator
 
 import numpy as np
+
+from pytpp import _validate
 
 from pytpp._core import _brgemm, _runtime
 
@@ -18,16 +19,6 @@ def _dtype_code(dtype, fn):
     if dt not in _DTYPES:
         raise TypeError(f"{fn}: dtype {dt} is not supported; expected float64 or float32")
     return dt
-
-
-def _nonneg_int(value, name, fn):
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{fn}: {name} must be an integer, got {type(value).__name__}") from None
-    if v < 0:
-        raise ValueError(f"{fn}: {name} must be >= 0, got {v}")
-    return v
 
 
 def brgemm(m, n, k, dtype=np.float64, *, lda=None, ldb=None, ldc=None, trans_a=False,
@@ -70,22 +61,22 @@ def brgemm(m, n, k, dtype=np.float64, *, lda=None, ldb=None, ldc=None, trans_a=F
            [42., 42.]])
     """
     fn = "pytpp.tpp.brgemm"
-    m, n, k = (_nonneg_int(v, name, fn) for v, name in ((m, "m"), (n, "n"), (k, "k")))
+    m, n, k = (_validate.nonneg_int(v, name, fn) for v, name in ((m, "m"), (n, "n"), (k, "k")))
     dt = _dtype_code(dtype, fn)
     if batch not in _MODES:
         raise ValueError(f"{fn}: batch must be one of {tuple(_MODES)}, got {batch!r}")
     trans_a, trans_b = bool(trans_a), bool(trans_b)
     a_rows, a_cols = (k, m) if trans_a else (m, k)
     b_rows, b_cols = (n, k) if trans_b else (k, n)
-    lda = a_cols if lda is None else _nonneg_int(lda, "lda", fn)
-    ldb = b_cols if ldb is None else _nonneg_int(ldb, "ldb", fn)
-    ldc = n if ldc is None else _nonneg_int(ldc, "ldc", fn)
+    lda = a_cols if lda is None else _validate.nonneg_int(lda, "lda", fn)
+    ldb = b_cols if ldb is None else _validate.nonneg_int(ldb, "ldb", fn)
+    ldc = n if ldc is None else _validate.nonneg_int(ldc, "ldc", fn)
     for name, ld, cols in (("lda", lda, a_cols), ("ldb", ldb, b_cols), ("ldc", ldc, n)):
         if ld < cols:
             raise ValueError(f"{fn}: {name}={ld} is smaller than the {cols} columns it strides over")
     if batch == "stride":
-        stride_a = a_rows * lda if stride_a is None else _nonneg_int(stride_a, "stride_a", fn)
-        stride_b = b_rows * ldb if stride_b is None else _nonneg_int(stride_b, "stride_b", fn)
+        stride_a = a_rows * lda if stride_a is None else _validate.nonneg_int(stride_a, "stride_a", fn)
+        stride_b = b_rows * ldb if stride_b is None else _validate.nonneg_int(stride_b, "stride_b", fn)
     elif stride_a is not None or stride_b is not None:
         raise ValueError(f"{fn}: stride_a/stride_b apply only to batch='stride'")
     else:

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pytpp/gemm.h"
+#include "pytpp/partition.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -55,14 +56,6 @@ static void make_plan(plan *p, const pytpp_gemm_kernels *kt, const pytpp_cache_i
     p->chunk = chunk;
 }
 
-/* Start and length of part `i` when `total` is split into `parts` near-equal parts. */
-static inline void split(int64_t total, int64_t parts, int64_t i, int64_t *start, int64_t *len)
-{
-    const int64_t base = total / parts, extra = total % parts;
-    *start = i * base + (i < extra ? i : extra);
-    *len = base + (i < extra);
-}
-
 static inline const void *batch_ptr(const pytpp_batch *bt, const void *base, int which,
                                     int64_t i, size_t esz)
 {
@@ -96,8 +89,8 @@ static void run_tiles(const plan *p, const void *a, const void *b, int64_t ldb, 
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t jb = t / p->n_ib, ib = t % p->n_ib;
             int64_t i0, mr, v0, nv;
-            split(d->m, p->n_ib, ib, &i0, &mr);
-            split(p->nvec, p->n_jb, jb, &v0, &nv);
+            pytpp_split(d->m, p->n_ib, ib, &i0, &mr);
+            pytpp_split(p->nvec, p->n_jb, jb, &v0, &nv);
             const int64_t j0 = v0 * kt->vl;
             const int64_t n_last = (d->n < (v0 + nv) * kt->vl ? d->n : (v0 + nv) * kt->vl) -
                                    (v0 + nv - 1) * kt->vl;

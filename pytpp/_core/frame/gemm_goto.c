@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "pytpp/gemm_goto.h"
+#include "pytpp/partition.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -329,47 +330,6 @@ static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t
 
 /* ---- small problems: no packing --------------------------------------------------------- */
 
-/* C tiles straight from A (any strides) and B (unit column stride), balanced register blocks
- * (brgemm.c's partition: a 40-column C on 16 lanes is 2+1 vectors, rows split evenly). */
-typedef struct nopack_plan {
-    int64_t n_ib, n_jb, nvec;
-} nopack_plan;
-
-static void nopack_make(const eng *e, const pytpp_mm_desc *d, nopack_plan *p)
-{
-    const pytpp_gemm_kernels *kt = e->kt;
-    p->nvec = cdiv(d->n, kt->vl);
-    p->n_jb = cdiv(p->nvec, kt->nv_main);
-    const int64_t nv_widest = cdiv(p->nvec, p->n_jb);
-    p->n_ib = cdiv(d->m, kt->mr_max[nv_widest]);
-}
-
-static inline void split(int64_t total, int64_t parts, int64_t i, int64_t *start, int64_t *len)
-{
-    const int64_t base = total / parts, extra = total % parts;
-    *start = i * base + (i < extra ? i : extra);
-    *len = base + (i < extra);
-}
-
-static void nopack_tiles(const eng *e, const nopack_plan *p, const pytpp_mm_desc *d,
-                         const char *a, const char *b, char *c, int64_t t0, int64_t t1)
-{
-    const pytpp_gemm_kernels *kt = e->kt;
-    const void *ap[1] = {a}, *bp[1] = {b};
-    for (int64_t t = t0; t < t1; ++t) {
-        const int64_t jb = t / p->n_ib, ib = t % p->n_ib;
-        int64_t i0, mr, v0, nv;
-        split(d->m, p->n_ib, ib, &i0, &mr);
-        split(p->nvec, p->n_jb, jb, &v0, &nv);
-        const int64_t j0 = v0 * kt->vl;
-        const int64_t n_last = imin(d->n, (v0 + nv) * kt->vl) - (v0 + nv - 1) * kt->vl;
-        char *cp = c + (i0 * d->ldc + j0) * (int64_t)e->cesz;
-        kt->ukr[nv - 1][mr - 1][n_last != kt->vl](d->k, 1, ap, i0 * d->rsa, d->rsa, d->csa, bp,
-                                                   j0 * d->csb, d->rsb, cp, d->ldc, 1.0, 0.0,
-                                                   n_last);
-    }
-}
-
 /* The no-packing path pays off while A and B stay in L2 (or the problem is tiny). */
 static int use_nopack(const eng *e, const pytpp_mm_desc *d)
 {
@@ -379,31 +339,17 @@ static int use_nopack(const eng *e, const pytpp_mm_desc *d)
     return bytes <= (double)e->nopack_bytes || flops <= 2.0 * 64 * 64 * 64;
 }
 
-/* No-packing tiles, split over threads by contiguous tile ranges (column blocks first, so a
- * thread's tiles share B columns). */
-static void run_nopack(const eng *e, const pytpp_mm_desc *d, const char *a, const char *b,
-                       char *c, int nthreads)
+/* One product without packing is a BRGEMM of one block: the engine's BRGEMM driver runs it
+ * (balanced register blocks, threads over C tiles), with this path's own parallel threshold. */
+static int run_nopack(const eng *e, const pytpp_mm_desc *d, const char *a, const char *b,
+                      char *c, int nthreads)
 {
-    nopack_plan p;
-    nopack_make(e, d, &p);
-    const int64_t ntiles = p.n_ib * p.n_jb;
+    const pytpp_gemm_desc g = {.m = d->m, .n = d->n, .k = d->k, .rsa = d->rsa, .csa = d->csa,
+                               .ldb = d->rsb, .csb = d->csb, .ldc = d->ldc, .dtype = d->dtype,
+                               .alpha = 1.0, .beta = 0.0};
+    const pytpp_batch bt = {.mode = PYTPP_BATCH_STRIDE, .count = 1};
     const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
-    int nt = nthreads;
-    if (flops < MM_PAR_MIN_FLOPS || ntiles < 2) nt = 1;
-    if (nt > ntiles) nt = (int)ntiles;
-    if (nt <= 1) {
-        nopack_tiles(e, &p, d, a, b, c, 0, ntiles);
-        return;
-    }
-    #pragma omp parallel num_threads(nt)
-    {
-#ifdef _OPENMP
-        const int64_t tid = omp_get_thread_num();
-#else
-        const int64_t tid = 0;
-#endif
-        nopack_tiles(e, &p, d, a, b, c, ntiles * tid / nt, ntiles * (tid + 1) / nt);
-    }
+    return pytpp_brgemm(e->kt, NULL, &g, a, b, c, &bt, flops < MM_PAR_MIN_FLOPS ? 1 : nthreads);
 }
 
 static void zero_c(const eng *e, const pytpp_mm_desc *d, char *c)
@@ -469,8 +415,8 @@ static int run_goto(const eng *e, const job *jb, int nthreads)
         const int64_t tid = 0;
 #endif
         int64_t r0, rl, c0, cl;
-        split(pm, tm, tid / tn, &r0, &rl);
-        split(pn, tn, tid % tn, &c0, &cl);
+        pytpp_split(pm, tm, tid / tn, &r0, &rl);
+        pytpp_split(pn, tn, tid % tn, &c0, &cl);
         const int64_t m0 = r0 * e->mr, m1 = imin(d->m, (r0 + rl) * e->mr);
         const int64_t n0 = c0 * e->nr, n1 = imin(d->n, (c0 + cl) * e->nr);
         if (m1 > m0 && n1 > n0) {
@@ -499,10 +445,7 @@ static int matmul_one(const eng *e, const pytpp_mm_desc *d, const char *a, const
         zero_c(e, d, c);
         return 0;
     }
-    if (use_nopack(e, d)) {
-        run_nopack(e, d, a, b, c, nthreads);
-        return 0;
-    }
+    if (use_nopack(e, d)) return run_nopack(e, d, a, b, c, nthreads);
     job jb = {.e = e, .d = d, .a = a, .b = b, .bpre = NULL, .npad = 0, .c = c, .ws = ws,
               .ws_bytes = ws_bytes};
     return run_goto(e, &jb, nthreads);
