@@ -49,7 +49,9 @@ static void make_plan(plan *p, const pytpp_gemm_kernels *kt, const pytpp_cache_i
     int64_t budget = ci && ci->l2 > 0 ? ci->l2 / 8 : (int64_t)1 << 17;
     int64_t chunk = pair > 0 ? budget / pair : CHUNK_MAX;
     if (chunk < 2) chunk = 2;
-    p->streaming = (double)pair * (double)count > (double)(ci && ci->l2 > 0 ? ci->l2 : 1 << 20);
+    const double total = (double)pair * (double)count, l2 = ci && ci->l2 > 0 ? ci->l2 : 1 << 20;
+    if (total <= l2) chunk = CHUNK_MAX;  /* all in L2: C stays in registers over the batch */
+    p->streaming = total > l2;  /* (prefetching in-L2 operands measured 20% slower for fp64) */
     if (chunk > CHUNK_MAX) chunk = CHUNK_MAX;
     if (chunk > count) chunk = count;
     if (chunk < 1) chunk = 1;
