@@ -13,8 +13,8 @@ array([[20., 20.],
 __version__ = "0.1.0"
 
 from pytpp import _config
-from pytpp._config import (available_isas, get_isa, get_num_threads, set_isa, set_num_threads,
-                           use_isa)
+from pytpp._config import (available_isas, get_include, get_isa, get_num_threads, set_isa,
+                           set_num_threads, use_isa)
 
 _config._init()
 
@@ -25,5 +25,5 @@ from pytpp import _threadpool  # noqa: E402
 
 _threadpool.register()
 
-__all__ = ["brgemm", "matmul", "tpp", "linalg", "nn", "show_config", "get_isa", "set_isa", "use_isa",
+__all__ = ["brgemm", "matmul", "tpp", "linalg", "nn", "show_config", "get_include", "get_isa", "set_isa", "use_isa",
            "available_isas", "get_num_threads", "set_num_threads", "__version__"]

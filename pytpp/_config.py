@@ -112,3 +112,13 @@ def _init():
     _runtime.set_cache_info(*_read_cache_sizes())
     _runtime.set_num_threads(_default_threads())
     _apply_env_isa()
+
+
+def get_include():
+    """Directory of pytpp's C headers, for Cython/C extensions that cimport pytpp's kernels.
+
+    >>> import os, pytpp
+    >>> os.path.exists(os.path.join(pytpp.get_include(), "pytpp", "gemm.h"))
+    True
+    """
+    return os.path.join(os.path.dirname(os.path.abspath(_runtime.__file__)), "include")
