@@ -78,7 +78,7 @@ static void run_tiles(const plan *p, const void *a, const void *b, int64_t ldb, 
 {
     const pytpp_gemm_desc *d = p->d;
     const pytpp_gemm_kernels *kt = p->kt;
-    const void *ap[CHUNK_MAX], *bp[CHUNK_MAX];
+    const void *ap[CHUNK_MAX + 1], *bp[CHUNK_MAX + 1];
     const int64_t count = bt->count;
     int64_t c0 = 0;
     do { /* at least one pass, so that count == 0 still applies beta to C */
@@ -87,9 +87,16 @@ static void run_tiles(const plan *p, const void *a, const void *b, int64_t ldb, 
             ap[i] = batch_ptr(bt, a, 0, c0 + i, p->esz);
             bp[i] = batch_ptr(bt, b, 1, c0 + i, p->esz);
         }
+        /* one past the chunk: what the prefetching kernels fetch during the last block */
+        const int64_t next = c0 + nb < count ? c0 + nb : (nb > 0 ? c0 + nb - 1 : -1);
+        ap[nb] = next >= 0 ? batch_ptr(bt, a, 0, next, p->esz) : NULL;
+        bp[nb] = next >= 0 ? batch_ptr(bt, b, 1, next, p->esz) : NULL;
         const double beta = c0 == 0 ? d->beta : 1.0;
         for (int64_t t = t0; t < t1; ++t) {
-            const int64_t jb = t / p->n_ib, ib = t % p->n_ib;
+            /* In cache, column blocks go outermost (a B panel is reused down all row blocks);
+             * streaming, row blocks do, so consecutive tiles read whole B rows from memory. */
+            const int64_t jb = p->streaming ? t % p->n_jb : t / p->n_ib;
+            const int64_t ib = p->streaming ? t / p->n_jb : t % p->n_ib;
             int64_t i0, mr, v0, nv;
             pytpp_split(d->m, p->n_ib, ib, &i0, &mr);
             pytpp_split(p->nvec, p->n_jb, jb, &v0, &nv);

@@ -39,7 +39,9 @@ typedef struct pytpp_gemm_kernels {
     int mr_max[PYTPP_NV_MAX + 1];     /* largest MR available for nv = 1..NV_MAX */
     pytpp_ukr_fn ukr[PYTPP_NV_MAX][PYTPP_MR_MAX][2]; /* [nv-1][mr-1][masked] */
     /* Same blocks, prefetching the next batch element's operands inside the k loop: for
-     * reductions whose operands stream from memory. */
+     * reductions whose operands stream from memory. These read ap[nb] and bp[nb] (one past the
+     * batch) as the block to prefetch during the last one: pass the next chunk's first block,
+     * or the last block again. */
     pytpp_ukr_fn ukr_pf[PYTPP_NV_MAX][PYTPP_MR_MAX][2];
 } pytpp_gemm_kernels;
 
