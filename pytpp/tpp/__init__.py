@@ -10,5 +10,6 @@ array([[20., 20., 20.],
        [20., 20., 20.]])
 """
 from pytpp.tpp._gemm import brgemm, clear_cache
+from pytpp.tpp._smallgemm import gemm
 
-__all__ = ["brgemm", "clear_cache"]
+__all__ = ["brgemm", "clear_cache", "gemm"]
