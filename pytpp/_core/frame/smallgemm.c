@@ -34,10 +34,14 @@ typedef struct blocking {
 } blocking;
 
 /* Register blocking of an m x n x k product for table `kt` with blocks of up to `nv` vectors,
- * and its estimated cost in cycles (a Zen 4 / Skylake-like model: two 256-bit FMA pipes, two
- * 256-bit loads per cycle, a zmm op costs two 256-bit slots). */
+ * and its estimated cost in cycles per product. The model was calibrated on Zen 4 (two 256-bit
+ * FMA pipes, a zmm op takes both; two 256-bit loads per cycle) with stacks in L1 and streaming:
+ *  - a masked zmm FMA costs about twice a full one (13^3 and 9^3 in f64 ran 1.4-1.5x faster
+ *    on ymm vectors with the same padded width);
+ *  - a second column block is very costly when the stack streams from memory (32^3 f64: 20 vs
+ *    45 GFLOP/s), unless B is too large for L1 anyway (64^3), so it is taken only then. */
 static int block_for(const pytpp_smm_kernels *kt, int64_t m, int64_t n, int64_t k, int nv,
-                     blocking *out)
+                     int esz, blocking *out)
 {
     if (nv < 1 || nv > PYTPP_SMM_NV_MAX || kt->mr_max[nv] <= 0) return 0;
     blocking b;
@@ -50,22 +54,26 @@ static int block_for(const pytpp_smm_kernels *kt, int64_t m, int64_t n, int64_t 
     if (mr <= 0) return 0;
     b.n_ib = cdiv(m, mr);
     const double w = kt->vbytes > 32 ? kt->vbytes / 32.0 : 1.0;  /* 256-bit slots per op */
+    const int masked = n % kt->vl != 0;
+    const double units = (double)b.nvec * w + (masked && w > 1.0 ? w : 0.0);
     const double kk = (double)(k > 0 ? k : 1);
-    const double fma = kk * (double)m * (double)b.nvec * w / 2.0;
+    const double fma = kk * (double)m * units / 2.0;
     const double loads = kk * ((double)m * (double)b.n_jb + (double)b.nvec * (double)b.n_ib * w) / 2.0;
     const double stores = (double)m * (double)b.nvec * w;
-    const double tiles = (double)(b.n_ib * b.n_jb);
-    b.cost = (fma > loads ? fma : loads) + stores + 6.0 * tiles;
+    b.cost = (fma > loads ? fma : loads) + stores + 6.0 * (double)(b.n_ib * b.n_jb) +
+             10.0 * (double)b.n_jb;
+    if (b.n_jb > 1 && k * n * esz <= 16384) b.cost *= 2.0;
     *out = b;
     return 1;
 }
 
-static int best_blocking(const pytpp_smm_kernels *kt, int64_t m, int64_t n, int64_t k, blocking *out)
+static int best_blocking(const pytpp_smm_kernels *kt, int64_t m, int64_t n, int64_t k, int esz,
+                         blocking *out)
 {
     int found = 0;
     for (int nv = 1; nv <= PYTPP_SMM_NV_MAX; ++nv) {
         blocking b;
-        if (block_for(kt, m, n, k, nv, &b) && (!found || b.cost < out->cost)) {
+        if (block_for(kt, m, n, k, nv, esz, &b) && (!found || b.cost < out->cost)) {
             *out = b;
             found = 1;
         }
@@ -102,8 +110,8 @@ void pytpp_smm_plan_make(pytpp_smm_plan *p, const pytpp_smm_kernels *const *tabl
         const int scratch_c = c_unit != 1, pack_b = b_unit != 1;
         for (int t = 0; t < ntables; ++t) {
             if (force >= 0 && t != force) continue;
-            blocking bl;
-            if (!best_blocking(tables[t], mm, nn, k, &bl)) continue;
+            blocking bl = {0, 0, 0, 0.0};
+            if (!best_blocking(tables[t], mm, nn, k, p->esz, &bl)) continue;
             double cost = bl.cost + (pack_b ? 2.0 * (double)(k * nn) : 0.0) +
                           (scratch_c ? (beta != 0.0 ? 4.0 : 2.0) * (double)(mm * nn) : 0.0);
             if (!allow_copies && (pack_b || scratch_c)) cost += 1e30;
@@ -132,10 +140,15 @@ void pytpp_smm_plan_make(pytpp_smm_plan *p, const pytpp_smm_kernels *const *tabl
     if (p->n_last <= 0) p->n_last = vl;
     const int64_t bytes = (p->m * p->k + p->k * p->n + p->m * p->n) * p->esz;
     p->bytes = bytes;
-    /* One register block: the kernel runs the whole stack in one call. Several: all blocks of a
+    /* row blocks: nfull of mr rows, then nshort of mr - 1 (near-equal split) */
+    const int64_t base = p->m / p->n_ib, extra = p->m % p->n_ib;
+    p->mr = extra ? base + 1 : (base > 0 ? base : 1);
+    p->nfull = extra ? extra : p->n_ib;
+    p->nshort = p->n_ib - p->nfull;
+    /* One column block: the kernel runs the whole stack in one call. Several: all blocks of a
      * product before the next product (block-major order over chunks of products was up to 3x
      * slower on stacks streaming from memory, even when a chunk fit L1). */
-    p->per_chunk = p->n_ib * p->n_jb == 1 ? INT64_MAX : 1;
+    p->per_chunk = p->n_jb == 1 ? INT64_MAX : 1;
 }
 
 size_t pytpp_smm_scratch_bytes(const pytpp_smm_plan *p)
@@ -158,17 +171,13 @@ static void run_blocks(const pytpp_smm_plan *p, int64_t count, const char *a, in
     const pytpp_smm_kernels *kt = p->kt;
     const int64_t esz = p->esz, vl = kt->vl;
     for (int64_t jb = 0; jb < p->n_jb; ++jb) {
-        int64_t v0, nv;
-        split(p->nvec, p->n_jb, jb, &v0, &nv);
+        int64_t v0 = 0, nv = p->nvec;
+        if (p->n_jb > 1) split(p->nvec, p->n_jb, jb, &v0, &nv);
         const int masked = jb == p->n_jb - 1 && p->n_last != vl;
         const int64_t j0 = v0 * vl;
-        for (int64_t ib = 0; ib < p->n_ib; ++ib) {
-            int64_t i0, mr;
-            split(p->m, p->n_ib, ib, &i0, &mr);
-            kt->stack[nv - 1][mr - 1][masked](count, p->k, a + i0 * p->rsa * esz, p->rsa, p->csa, sa,
-                                              b + j0 * esz, ldb, sb, c + (i0 * ldc + j0) * esz, ldc,
-                                              sc, p->alpha, beta, masked ? p->n_last : vl);
-        }
+        kt->stack[nv - 1][p->mr - 1][masked](count, p->k, a, p->rsa, p->csa, sa, b + j0 * esz, ldb,
+                                             sb, c + j0 * esz, ldc, sc, p->alpha, beta,
+                                             masked ? p->n_last : vl, p->nfull, p->nshort);
     }
 }
 

@@ -22,12 +22,13 @@
 extern "C" {
 #endif
 
-#define PYTPP_SMM_NV_MAX 4   /* vectors per register-block row */
+#define PYTPP_SMM_NV_MAX 8   /* vectors per register-block row */
 #define PYTPP_SMM_MR_MAX 12  /* rows per register block */
 #define PYTPP_SMM_MAX_TABLES 2
 
-/* Register block over a strided stack: for l in [0, count):
- *   C_l[0:MR, 0:NV*VL] = alpha * A_l[MR x k] B_l[k x NV*VL] + beta * C_l
+/* Column block of C over a strided stack: for l in [0, count), for the nfull row blocks of MR rows
+ * and then the nshort row blocks of MR - 1 rows:
+ *   C_l[rows, 0:NV*VL] = alpha * A_l[rows x k] B_l[k x NV*VL] + beta * C_l
  * with A_l = a + l*sa (element strides rsa, csa), B_l = b + l*sb (row stride ldb, unit columns),
  * C_l = c + l*sc (row stride ldc, unit columns). The last vector is masked to n_last lanes in the
  * masked variant. beta == 0 never reads C. */
@@ -35,7 +36,8 @@ typedef void (*pytpp_smm_stack_fn)(int64_t count, int64_t k,
                                    const void *a, int64_t rsa, int64_t csa, int64_t sa,
                                    const void *b, int64_t ldb, int64_t sb,
                                    void *c, int64_t ldc, int64_t sc,
-                                   double alpha, double beta, int64_t n_last);
+                                   double alpha, double beta, int64_t n_last,
+                                   int64_t nfull, int64_t nshort);
 
 /* Register block reduced over a list of products (same signature as pytpp_ukr_fn):
  *   C[0:MR, 0:NV*VL] = alpha * sum_i (ap[i] + a_off)[MR x k] (bp[i] + b_off)[k x NV*VL] + beta * C */
@@ -66,6 +68,7 @@ typedef struct pytpp_smm_plan {
     double alpha, beta;
     /* register blocking of C: rows in n_ib near-equal blocks, vectors in n_jb near-equal blocks */
     int64_t nvec, n_ib, n_jb, n_last;
+    int64_t mr, nfull, nshort;  /* row blocks: nfull of mr rows, then nshort of mr - 1 */
     int64_t per_chunk;          /* products per call of a tile kernel in a stack */
     double flops;               /* 2 m n k */
     int64_t bytes;              /* of A, B and C of one product */
