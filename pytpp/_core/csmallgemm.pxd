@@ -26,6 +26,7 @@ cdef extern from "pytpp/smallgemm.h" nogil:
         int64_t per_chunk
         double flops
         int64_t bytes
+        double cost
 
     void pytpp_smm_plan_make(pytpp_smm_plan *p, const pytpp_smm_kernels *const *tables,
                              int ntables, int force, int dtype, int64_t m, int64_t n, int64_t k,

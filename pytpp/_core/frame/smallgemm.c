@@ -36,8 +36,9 @@ typedef struct blocking {
 /* Register blocking of an m x n x k product for table `kt` with blocks of up to `nv` vectors,
  * and its estimated cost in cycles per product. The model was calibrated on Zen 4 (two 256-bit
  * FMA pipes, a zmm op takes both; two 256-bit loads per cycle) with stacks in L1 and streaming:
- *  - a masked zmm FMA costs about twice a full one (13^3 and 9^3 in f64 ran 1.4-1.5x faster
- *    on ymm vectors with the same padded width);
+ *  - in rows of several zmm vectors the masked one costs about twice a full one (13^3 and 9^3
+ *    in f64 ran 1.4-1.5x faster on ymm vectors of the same padded width), while a row of one
+ *    masked zmm runs as fast as its lane count says (5^3 f64, 9^3 and 13^3 f32);
  *  - a second column block is very costly when the stack streams from memory (32^3 f64: 20 vs
  *    45 GFLOP/s), unless B is too large for L1 anyway (64^3), so it is taken only then. */
 static int block_for(const pytpp_smm_kernels *kt, int64_t m, int64_t n, int64_t k, int nv,
@@ -55,7 +56,7 @@ static int block_for(const pytpp_smm_kernels *kt, int64_t m, int64_t n, int64_t 
     b.n_ib = cdiv(m, mr);
     const double w = kt->vbytes > 32 ? kt->vbytes / 32.0 : 1.0;  /* 256-bit slots per op */
     const int masked = n % kt->vl != 0;
-    const double units = (double)b.nvec * w + (masked && w > 1.0 ? w : 0.0);
+    const double units = (double)b.nvec * w + (masked && w > 1.0 && b.nvec > 1 ? w : 0.0);
     const double kk = (double)(k > 0 ? k : 1);
     const double fma = kk * (double)m * units / 2.0;
     const double loads = kk * ((double)m * (double)b.n_jb + (double)b.nvec * (double)b.n_ib * w) / 2.0;
@@ -117,6 +118,7 @@ void pytpp_smm_plan_make(pytpp_smm_plan *p, const pytpp_smm_kernels *const *tabl
             if (!allow_copies && (pack_b || scratch_c)) cost += 1e30;
             if (best < 0 || cost < best) {
                 best = cost;
+                p->cost = cost;
                 p->kt = tables[t];
                 p->swap = swap;
                 p->pack_b = pack_b;

@@ -72,6 +72,7 @@ typedef struct pytpp_smm_plan {
     int64_t per_chunk;          /* products per call of a tile kernel in a stack */
     double flops;               /* 2 m n k */
     int64_t bytes;              /* of A, B and C of one product */
+    double cost;                /* the cost model's estimate, cycles per product */
 } pytpp_smm_plan;
 
 /* Fill `p` for C[m x n] = alpha * A[m x k] B[k x n] + beta * C with the given element strides.
