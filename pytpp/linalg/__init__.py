@@ -2,5 +2,6 @@
 from pytpp.linalg._brgemm import brgemm
 from pytpp.linalg._matmul import matmul
 from pytpp.linalg._packed import PackedMatrix, pack
+from pytpp.linalg._smallgemm import matmul_stack
 
-__all__ = ["brgemm", "matmul", "PackedMatrix", "pack"]
+__all__ = ["brgemm", "matmul", "matmul_stack", "PackedMatrix", "pack"]

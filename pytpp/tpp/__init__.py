@@ -13,6 +13,7 @@ from pytpp.tpp._gemm import brgemm, clear_cache
 from pytpp.tpp._eltwise import (BINARY_OPS, TERNARY_OPS, UNARY_OPS, binary, ternary,  # noqa: E402
                                 unary)
 from pytpp.tpp._eltwise import clear_cache as _clear_eltwise_cache  # noqa: E402
+from pytpp.tpp._smallgemm import gemm  # noqa: E402
 
-__all__ = ["brgemm", "clear_cache", "unary", "binary", "ternary", "UNARY_OPS", "BINARY_OPS",
-           "TERNARY_OPS"]
+__all__ = ["brgemm", "gemm", "clear_cache", "unary", "binary", "ternary", "UNARY_OPS",
+           "BINARY_OPS", "TERNARY_OPS"]

@@ -1,0 +1,286 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Small-GEMM glue: kernel handles for one small product (``pytpp.tpp.gemm``), strided stacks
+(``batched_matmul``) and DBCSR-style indexed stacks (``pytpp.linalg.matmul_stack``).
+Validation happens here or in the Python callers, with the GIL; the C engine runs without it."""
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int64_t
+from pytpp._core.cengine cimport PYTPP_F64, PYTPP_F32, PYTPP_ISA_REF, PYTPP_ISA_AVX2, PYTPP_ISA_AVX512
+from pytpp._core.csmallgemm cimport *
+from pytpp._core._runtime cimport num_threads, active_isa
+
+cnp.import_array()
+
+# candidate kernel tables per (ISA level, dtype): AVX-512 has a zmm and a ymm flavour
+cdef const pytpp_smm_kernels *_tables[3][2][2]
+cdef int _ntables[3]
+_tables[PYTPP_ISA_REF][PYTPP_F64][0] = &pytpp_smm_f64_ref
+_tables[PYTPP_ISA_REF][PYTPP_F32][0] = &pytpp_smm_f32_ref
+_tables[PYTPP_ISA_AVX2][PYTPP_F64][0] = &pytpp_smm_f64_avx2
+_tables[PYTPP_ISA_AVX2][PYTPP_F32][0] = &pytpp_smm_f32_avx2
+_tables[PYTPP_ISA_AVX512][PYTPP_F64][0] = &pytpp_smm_f64_avx512
+_tables[PYTPP_ISA_AVX512][PYTPP_F32][0] = &pytpp_smm_f32_avx512
+_tables[PYTPP_ISA_AVX512][PYTPP_F64][1] = &pytpp_smm_f64_avx512y
+_tables[PYTPP_ISA_AVX512][PYTPP_F32][1] = &pytpp_smm_f32_avx512y
+_ntables[PYTPP_ISA_REF] = 1
+_ntables[PYTPP_ISA_AVX2] = 1
+_ntables[PYTPP_ISA_AVX512] = 2
+
+# Tuning switch (benchmarks, tests): -1 lets the cost model choose the vector flavour, 0/1 forces it.
+cdef int _force_flavour = -1
+
+# Below this many flops a kernel handle keeps the GIL: the product ends before another thread
+# could take it, and the release/re-acquire pair would double the call.
+cdef double HANDLE_NOGIL_FLOPS = 65536.0
+
+
+cdef int64_t _chunk = 0
+
+
+def set_chunk(int64_t n):
+    """Tuning switch: products per kernel call in a stack (0: the planner's choice)."""
+    global _chunk
+    _chunk = n
+
+
+def set_flavour(int which):
+    """Force the vector flavour (0: widest, 1: ymm on AVX-512) or let the planner choose (-1)."""
+    global _force_flavour
+    _force_flavour = which
+
+
+cdef inline int dtype_code(int typenum) noexcept:
+    if typenum == cnp.NPY_FLOAT64:
+        return PYTPP_F64
+    if typenum == cnp.NPY_FLOAT32:
+        return PYTPP_F32
+    return -1
+
+
+cdef void make_plan(pytpp_smm_plan *p, int isa, int dt, int64_t m, int64_t n, int64_t k,
+                    int64_t rsa, int64_t csa, int64_t rsb, int64_t csb, int64_t rsc, int64_t csc,
+                    double alpha, double beta, int allow_copies=1) noexcept nogil:
+    cdef int force = _force_flavour if _force_flavour < _ntables[isa] else -1
+    pytpp_smm_plan_make(p, _tables[isa][dt], _ntables[isa], force, dt, m, n, k,
+                        rsa, csa, rsb, csb, rsc, csc, alpha, beta, allow_copies)
+    if _chunk > 0:
+        p.per_chunk = _chunk
+
+
+def plan_info(int64_t m, int64_t n, int64_t k, dtype, int64_t rsa, int64_t csa, int64_t rsb,
+              int64_t csb, int64_t rsc, int64_t csc, double alpha=1.0, double beta=0.0):
+    """The planner's choice for a shape and layout, as a dict (for tests and tuning)."""
+    cdef pytpp_smm_plan p
+    cdef int dt = dtype_code(np.dtype(dtype).num)
+    if dt < 0:
+        raise TypeError(f"dtype {dtype!r}: expected float64 or float32")
+    make_plan(&p, active_isa(), dt, m, n, k, rsa, csa, rsb, csb, rsc, csc, alpha, beta)
+    return dict(table=p.kt.name.decode(), vl=p.kt.vl, swap=bool(p.swap), pack_b=bool(p.pack_b),
+                scratch_c=bool(p.scratch_c), nvec=p.nvec, n_ib=p.n_ib, n_jb=p.n_jb,
+                n_last=p.n_last, mr=p.mr, nfull=p.nfull, nshort=p.nshort, per_chunk=min(p.per_chunk, 1 << 62), cost=p.cost)
+
+
+# ------------------------------------------------------------------------------------------------
+# strided stacks: out[l] = alpha * a[l] @ b[l] + beta * out[l]
+
+cdef inline bint elem_strides(cnp.ndarray x, int64_t esz) noexcept:
+    cdef int i
+    for i in range(x.ndim):
+        if x.strides[i] % esz:
+            return False
+    return True
+
+
+def stack_matmul(cnp.ndarray a, cnp.ndarray b, cnp.ndarray out, double alpha=1.0, double beta=0.0):
+    """out[l] = alpha * a[l] @ b[l] + beta * out[l] for 3-D a (L|1, m, k), b (L|1, k, n) and
+    out (L, m, n) of any strides (stride 0 broadcasts). The caller checked shapes; operands of
+    another float dtype than out, or with strides that are not whole elements, are converted."""
+    cdef int typenum = cnp.PyArray_TYPE(out)
+    cdef int dt = dtype_code(typenum)
+    if dt < 0:
+        raise TypeError(f"out has dtype {out.dtype}; expected float64 or float32")
+    cdef int64_t esz = out.itemsize
+    if cnp.PyArray_TYPE(a) != typenum or not elem_strides(a, esz):
+        a = np.asarray(a, dtype=out.dtype, order="C") if cnp.PyArray_TYPE(a) != typenum \
+            else np.ascontiguousarray(a)
+    if cnp.PyArray_TYPE(b) != typenum or not elem_strides(b, esz):
+        b = np.asarray(b, dtype=out.dtype, order="C") if cnp.PyArray_TYPE(b) != typenum \
+            else np.ascontiguousarray(b)
+    cdef cnp.ndarray work = out
+    if not elem_strides(out, esz):
+        work = np.ascontiguousarray(out) if beta != 0.0 else np.empty_like(out, order="C")
+    cdef int64_t L = work.shape[0], m = work.shape[1], n = work.shape[2], k = a.shape[2]
+    cdef int64_t sa = 0 if a.shape[0] == 1 else a.strides[0] // esz
+    cdef int64_t sb = 0 if b.shape[0] == 1 else b.strides[0] // esz
+    cdef int64_t sc = work.strides[0] // esz
+    cdef pytpp_smm_plan p
+    cdef int err = 0
+    cdef const void *pa = cnp.PyArray_DATA(a)
+    cdef const void *pb = cnp.PyArray_DATA(b)
+    cdef void *pc = cnp.PyArray_DATA(work)
+    make_plan(&p, active_isa(), dt, m, n, k, a.strides[1] // esz, a.strides[2] // esz,
+              b.strides[1] // esz, b.strides[2] // esz, work.strides[1] // esz,
+              work.strides[2] // esz, alpha, beta)
+    with nogil:
+        err = pytpp_smm_stack(&p, L, pa, sa, pb, sb, pc, sc, num_threads())
+    if err:
+        raise MemoryError("pytpp: small-GEMM scratch allocation failed")
+    if work is not out:
+        out[...] = work
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# DBCSR stacks: c[c_index[i]] += alpha * a[a_index[i]] @ b[b_index[i]]
+
+def indexed_matmul(cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, cnp.ndarray a_index,
+                   cnp.ndarray b_index, cnp.ndarray c_index, double alpha):
+    """The caller validated dtypes (a, b, c alike), shapes, index ranges (contiguous int64 arrays of
+    one length) and element strides. Returns False, doing nothing, when b or c lacks the unit
+    strides the kernels need (the caller then passes contiguous copies)."""
+    cdef int dt = dtype_code(cnp.PyArray_TYPE(c))
+    cdef int64_t esz = c.itemsize
+    cdef int64_t m = c.shape[1], n = c.shape[2], k = a.shape[2], nc = c.shape[0]
+    cdef int64_t count = a_index.shape[0]
+    cdef pytpp_smm_plan p
+    cdef int err = 0
+    make_plan(&p, active_isa(), dt, m, n, k, a.strides[1] // esz, a.strides[2] // esz,
+              b.strides[1] // esz, b.strides[2] // esz, c.strides[1] // esz, c.strides[2] // esz,
+              alpha, 1.0, 0)
+    if p.pack_b or p.scratch_c:
+        return False
+    cdef const void *pa = cnp.PyArray_DATA(a)
+    cdef const void *pb = cnp.PyArray_DATA(b)
+    cdef void *pc = cnp.PyArray_DATA(c)
+    cdef const int64_t *ia = <const int64_t *>cnp.PyArray_DATA(a_index)
+    cdef const int64_t *ib = <const int64_t *>cnp.PyArray_DATA(b_index)
+    cdef const int64_t *ic = <const int64_t *>cnp.PyArray_DATA(c_index)
+    cdef int64_t blk_a = a.strides[0] // esz, blk_b = b.strides[0] // esz, blk_c = c.strides[0] // esz
+    with nogil:
+        err = pytpp_smm_indexed(&p, pa, blk_a, pb, blk_b, pc, blk_c, nc, count, ia, ib, ic,
+                                num_threads())
+    if err:
+        raise MemoryError("pytpp.linalg.matmul_stack: allocation failed")
+    return True
+
+
+# ------------------------------------------------------------------------------------------------
+# kernel handles
+
+cdef inline char *checked_buffer(object arr, int typenum, int64_t need, bint writable,
+                                 const char *name) except NULL:
+    """Data pointer of a C-contiguous ndarray of the kernel's dtype holding >= need elements."""
+    if not cnp.PyArray_Check(arr):
+        raise TypeError(f"pytpp.tpp.gemm kernel: {name.decode()} must be a numpy.ndarray, "
+                        f"got {type(arr).__name__}")
+    cdef cnp.ndarray x = <cnp.ndarray>arr
+    cdef int flags = cnp.PyArray_FLAGS(x)
+    if cnp.PyArray_TYPE(x) != typenum:
+        raise TypeError(f"pytpp.tpp.gemm kernel: {name.decode()} has dtype {x.dtype}; expected "
+                        f"{'float64' if typenum == cnp.NPY_FLOAT64 else 'float32'}")
+    if not (flags & cnp.NPY_ARRAY_C_CONTIGUOUS):
+        raise ValueError(f"pytpp.tpp.gemm kernel: {name.decode()} must be C-contiguous (the "
+                         f"handle addresses it with its leading dimension)")
+    if writable and not (flags & cnp.NPY_ARRAY_WRITEABLE):
+        raise ValueError(f"pytpp.tpp.gemm kernel: {name.decode()} is read-only")
+    if cnp.PyArray_SIZE(x) < need:
+        raise ValueError(f"pytpp.tpp.gemm kernel: {name.decode()} has {cnp.PyArray_SIZE(x)} "
+                         f"elements; the kernel addresses {need}")
+    cdef char *p = <char *>cnp.PyArray_DATA(x)
+    return p if p != NULL else <char *>1
+
+
+cdef inline bint overlaps(const char *p, int64_t pbytes, const char *q, int64_t qbytes) noexcept nogil:
+    return pbytes > 0 and qbytes > 0 and p < q + qbytes and q < p + pbytes
+
+
+cdef class GemmKernel:
+    """A dispatched small GEMM: ``C = alpha * op(A) @ op(B) + beta * C`` for one product.
+
+    Made by :func:`pytpp.tpp.gemm`; calling it checks only types, contiguity, sizes and
+    aliasing. Cython code can ``cimport`` it and call ``run`` without the GIL.
+    """
+
+    def __init__(self, int64_t m, int64_t n, int64_t k, int dtype, int isa, int64_t lda,
+                 int64_t ldb, int64_t ldc, bint trans_a, bint trans_b, double alpha, double beta,
+                 descriptor):
+        cdef int64_t rsa, csa, rsb, csb
+        if trans_a:   # A stored k x m
+            rsa, csa = 1, lda
+            self.blk_a = k * lda
+            self.ext_a = 0 if m == 0 or k == 0 else (k - 1) * lda + m
+        else:
+            rsa, csa = lda, 1
+            self.blk_a = m * lda
+            self.ext_a = 0 if m == 0 or k == 0 else (m - 1) * lda + k
+        if trans_b:   # B stored n x k
+            rsb, csb = 1, ldb
+            self.blk_b = n * ldb
+            self.ext_b = 0 if n == 0 or k == 0 else (n - 1) * ldb + k
+        else:
+            rsb, csb = ldb, 1
+            self.blk_b = k * ldb
+            self.ext_b = 0 if n == 0 or k == 0 else (k - 1) * ldb + n
+        self.blk_c = m * ldc
+        self.ext_c = 0 if m == 0 or n == 0 else (m - 1) * ldc + n
+        make_plan(&self.plan, isa, dtype, m, n, k, rsa, csa, rsb, csb, ldc, 1, alpha, beta)
+        self.typenum = cnp.NPY_FLOAT64 if dtype == PYTPP_F64 else cnp.NPY_FLOAT32
+        self.release_gil = 2.0 * m * n * k >= HANDLE_NOGIL_FLOPS
+        self.descriptor = descriptor
+
+    @property
+    def isa(self):
+        """Kernel flavour the plan chose (e.g. 'avx512', 'avx512y' for ymm, 'avx2', 'ref')."""
+        return self.plan.kt.name.decode()
+
+    def __repr__(self):
+        return f"<pytpp GEMM kernel {self.descriptor} isa={self.isa}>"
+
+    cdef void run(self, const void *a, const void *b, void *c) noexcept nogil:
+        pytpp_smm_run1(&self.plan, a, b, c, NULL)
+
+    cdef int run_stack(self, int64_t count, const void *a, int64_t sa, const void *b, int64_t sb,
+                       void *c, int64_t sc, int nthreads) noexcept nogil:
+        return pytpp_smm_stack(&self.plan, count, a, sa, b, sb, c, sc, nthreads)
+
+    def __call__(self, a, b, c):
+        """``k(a, b, c)``: C-contiguous arrays of the kernel's dtype addressed with its lda/ldb/ldc;
+        c is updated in place and returned."""
+        cdef char *pc = checked_buffer(c, self.typenum, self.ext_c, True, b"c")
+        cdef const char *pa = checked_buffer(a, self.typenum, self.ext_a, False, b"a")
+        cdef const char *pb = checked_buffer(b, self.typenum, self.ext_b, False, b"b")
+        cdef int64_t esz = self.plan.esz
+        if overlaps(pc, self.ext_c * esz, pa, self.ext_a * esz) or \
+                overlaps(pc, self.ext_c * esz, pb, self.ext_b * esz):
+            raise ValueError("pytpp.tpp.gemm kernel: c overlaps a or b; the output must not alias "
+                             "an input")
+        if self.release_gil:
+            with nogil:
+                pytpp_smm_run1(&self.plan, pa, pb, pc, NULL)
+        else:
+            pytpp_smm_run1(&self.plan, pa, pb, pc, NULL)
+        return c
+
+    def stack(self, a, b, c, int64_t count):
+        """Run `count` products on consecutive blocks of the flat buffers a, b, c: block i of A
+        starts at element i * rows * lda (rows = m, or k when trans_a), likewise B and C.
+        Parallel over the products on ``pytpp.get_num_threads()`` threads."""
+        if count < 0:
+            raise ValueError(f"pytpp.tpp.gemm kernel: count must be >= 0, got {count}")
+        cdef int64_t ea = self.blk_a, eb = self.blk_b, ec = self.blk_c
+        cdef int64_t na = (count - 1) * ea + self.ext_a if count else 0
+        cdef int64_t nb_ = (count - 1) * eb + self.ext_b if count else 0
+        cdef int64_t nc = (count - 1) * ec + self.ext_c if count else 0
+        cdef char *pc = checked_buffer(c, self.typenum, nc, True, b"c")
+        cdef const char *pa = checked_buffer(a, self.typenum, na, False, b"a")
+        cdef const char *pb = checked_buffer(b, self.typenum, nb_, False, b"b")
+        cdef int64_t esz = self.plan.esz
+        if overlaps(pc, nc * esz, pa, na * esz) or overlaps(pc, nc * esz, pb, nb_ * esz):
+            raise ValueError("pytpp.tpp.gemm kernel: c overlaps a or b; the output must not alias "
+                             "an input")
+        cdef int err
+        with nogil:
+            err = pytpp_smm_stack(&self.plan, count, pa, ea, pb, eb, pc, ec, num_threads())
+        if err:
+            raise MemoryError("pytpp: small-GEMM scratch allocation failed")
+        return c

@@ -1,0 +1,93 @@
+"""Small-GEMM descriptors -> cached :class:`~pytpp._core._smallgemm.GemmKernel` handles."""
+import numpy as np
+
+from pytpp._core import _runtime, _smallgemm
+from pytpp.tpp._gemm import _dtype_code, _nonneg_int
+
+_DTYPES = {np.dtype(np.float64): 0, np.dtype(np.float32): 1}
+_cache = {}
+
+
+def gemm(m, n, k, dtype=np.float64, *, trans_a=False, trans_b=False, lda=None, ldb=None,
+         ldc=None, alpha=1.0, beta=1.0):
+    """Dispatch a kernel for one small matrix product: ``C = alpha * op(A) @ op(B) + beta * C``.
+
+    The kernel is chosen once, here, for the shape, layout and the active ISA level (a register
+    blocking specialised ahead of time); calling the handle then costs a few hundred nanoseconds
+    from Python and only checks types, contiguity, sizes and aliasing. Operands are row-major
+    flat buffers: A is m x k with row stride `lda` (k x m when `trans_a`), B is k x n with row
+    stride `ldb` (n x k when `trans_b`), C is m x n with row stride `ldc`.
+
+    Parameters
+    ----------
+    m, n, k : int
+        Shape of the product.
+    dtype : float64 or float32
+        Type of A, B, C and of the accumulation.
+    trans_a, trans_b : bool
+        Read A (B) transposed: the HPC layouts A^T B, A B^T, A^T B^T cost no copy of A, and at
+        most a copy of the small B per call.
+    lda, ldb, ldc : int, optional
+        Leading dimensions (row strides in elements). Default: packed rows.
+    alpha, beta : float
+        Scale of the product and of C. ``beta == 0`` never reads C (it may hold garbage).
+
+    Returns
+    -------
+    GemmKernel
+        A cached handle: the same descriptor returns the same object. ``kern(a, b, c)`` runs one
+        product on C-contiguous arrays and returns `c`; ``kern.stack(a, b, c, count)`` runs
+        `count` products on consecutive blocks. Cython code can ``cimport`` the class from
+        ``pytpp._core._smallgemm`` and call ``kern.run(pa, pb, pc)`` without the GIL.
+
+    Raises
+    ------
+    TypeError
+        For a non-integer size or an unsupported dtype.
+    ValueError
+        For a negative size or a leading dimension smaller than the row it strides over.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> kern = pytpp.tpp.gemm(2, 2, 2, beta=0.0)
+    >>> a = np.array([[1.0, 2.0], [3.0, 4.0]]); b = np.eye(2); c = np.empty((2, 2))
+    >>> kern(a, b, c)
+    array([[1., 2.],
+           [3., 4.]])
+    >>> kt = pytpp.tpp.gemm(2, 2, 2, trans_b=True, alpha=2.0, beta=1.0)
+    >>> kt(a, a, c)   # c += 2 * a @ a.T
+    array([[11., 24.],
+           [25., 54.]])
+    """
+    fn = "pytpp.tpp.gemm"
+    m, n, k = (_nonneg_int(v, name, fn) for v, name in ((m, "m"), (n, "n"), (k, "k")))
+    dt = _dtype_code(dtype, fn)
+    trans_a, trans_b = bool(trans_a), bool(trans_b)
+    a_cols = m if trans_a else k
+    b_cols = k if trans_b else n
+    lda = a_cols if lda is None else _nonneg_int(lda, "lda", fn)
+    ldb = b_cols if ldb is None else _nonneg_int(ldb, "ldb", fn)
+    ldc = n if ldc is None else _nonneg_int(ldc, "ldc", fn)
+    for name, ld, cols in (("lda", lda, a_cols), ("ldb", ldb, b_cols), ("ldc", ldc, n)):
+        if ld < cols:
+            raise ValueError(f"{fn}: {name}={ld} is smaller than the {cols} columns it strides over")
+    try:
+        alpha, beta = float(alpha), float(beta)
+    except (TypeError, ValueError):
+        raise TypeError(f"{fn}: alpha and beta must be real numbers, got {alpha!r}, {beta!r}") from None
+    isa = _runtime.get_isa()
+    key = (m, n, k, dt.name, lda, ldb, ldc, trans_a, trans_b, alpha, beta, isa)
+    kern = _cache.get(key)
+    if kern is None:
+        descriptor = dict(m=m, n=n, k=k, dtype=dt.name, lda=lda, ldb=ldb, ldc=ldc,
+                          trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta)
+        kern = _smallgemm.GemmKernel(m, n, k, _DTYPES[dt], _runtime.isa_index(isa), lda, ldb,
+                                     ldc, trans_a, trans_b, alpha, beta, descriptor)
+        _cache[key] = kern
+    return kern
+
+
+def clear_cache():
+    """Forget every dispatched small-GEMM kernel handle."""
+    _cache.clear()
