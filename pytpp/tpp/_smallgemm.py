@@ -2,7 +2,8 @@
 import numpy as np
 
 from pytpp._core import _runtime, _smallgemm
-from pytpp.tpp._gemm import _dtype_code, _nonneg_int
+from pytpp._validate import nonneg_int as _nonneg_int
+from pytpp.tpp._gemm import _dtype_code
 
 _DTYPES = {np.dtype(np.float64): 0, np.dtype(np.float32): 1}
 _cache = {}
