@@ -57,6 +57,13 @@ static void run_block(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64_
     const int64_t chunk = conv ? CH : (c1 - c0);
     int bc = 0;
     for (int k = 0; k < c->nin; ++k) bc |= is_scalar(&c->in[k]) << k;
+    /* bf16 -> bf16 unary ops with a fused kernel: no conversion buffers, whole rows */
+    if (c->kind == PYTPP_EW_KIND_UNARY && cdt == PYTPP_EW_F32 && c->in[0].dtype == PYTPP_EW_BF16 &&
+        c->out.dtype == PYTPP_EW_BF16 && !(bc & 1) && kt->unary_bf16[c->op]) {
+        for (int64_t i = r0; i < r1; ++i)
+            kt->unary_bf16[c->op](c1 - c0, at(&c->in[0], i, c0), at(&c->out, i, c0));
+        return;
+    }
 
     for (int64_t i = r0; i < r1; ++i) {
         for (int64_t j0 = c0; j0 < c1; j0 += chunk) {

@@ -94,6 +94,8 @@ typedef struct pytpp_ew_kernels {
     int dtype;                 /* compute dtype, PYTPP_EW_F32 or PYTPP_EW_F64 */
     int vl;
     pytpp_ew_unary_fn unary[PYTPP_EW_N_UNARY];
+    /* bf16 in -> bf16 out (float32 compute, RNE), fused in the kernel; NULL where absent */
+    pytpp_ew_unary_fn unary_bf16[PYTPP_EW_N_UNARY];
     pytpp_ew_binary_fn binary[PYTPP_EW_N_BINARY];
     pytpp_ew_ternary_fn ternary[PYTPP_EW_N_TERNARY];
     pytpp_ew_cmp_fn cmp;
