@@ -204,6 +204,45 @@ def test_bf16_compute(isa, rng):
     np.testing.assert_array_equal(o64, x.astype(np.float64) + y32.astype(np.float64))
 
 
+_FUSED_BF16 = [("square", False), ("increment", False), ("decrement", False), ("negate", False),
+               ("abs", False), ("sqrt", False), ("reciprocal", False), ("rsqrt", False),
+               ("relu", False), ("exp", False), ("exp", True), ("tanh", False), ("tanh", "pade"),
+               ("tanh", "minimax"), ("sigmoid", False), ("sigmoid", True), ("gelu", False),
+               ("gelu", "minimax"), ("gelu_tanh", False), ("gelu_tanh", "pade")]
+
+
+@pytest.mark.parametrize("op,approx", _FUSED_BF16)
+def test_bf16_fused_unary_exhaustive(isa, op, approx):
+    """bf16 -> bf16 unary ops run fused (widen, compute, round in registers). Over every one of
+    the 65536 bf16 inputs the bits equal float32 compute followed by one round to nearest even
+    (the unfused path: bf16 -> float32 output, then float32 -> bf16); NaN stays NaN."""
+    allb = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(BF16)
+    f = np.empty(65536, np.float32)
+    unary(op, 1, 65536, BF16, out_dtype=np.float32, approx=approx)(allb, f)
+    want = rne_bf16_bits(f)
+    got = np.empty(65536, BF16)
+    unary(op, 1, 65536, BF16, approx=approx)(allb, got)
+    # NaN results compare as NaN: which operand's NaN (sign, payload) an add propagates is the
+    # compiler's instruction order, not part of the contract
+    nan = np.isnan(f)
+    np.testing.assert_array_equal(got.view(np.uint16)[~nan], want[~nan])
+    assert np.isnan(got.astype(np.float32)[nan]).all()
+    # odd row lengths (vector tails) and a leading dimension > n
+    for m, n in [(3, 1), (2, 7), (5, 17), (3, 33), (2, 63)]:
+        ld = n + 5
+        x = allb[1000:1000 + (m - 1) * ld + n]
+        o = np.full(m * ld, np.nan, BF16)
+        unary(op, m, n, BF16, ldi=ld, ldo=ld, approx=approx)(x, o)
+        o = o.reshape(m, ld)
+        f = np.empty((m, n), np.float32)
+        unary(op, m, n, BF16, ldi=ld, out_dtype=np.float32, approx=approx)(x, f)
+        nan = np.isnan(f)
+        np.testing.assert_array_equal(o[:, :n].view(np.uint16)[~nan],
+                                      rne_bf16_bits(f.ravel()).reshape(m, n)[~nan])
+        assert np.isnan(o[:, :n].astype(np.float32)[nan]).all()
+        assert np.isnan(o[:, n:].astype(np.float32)).all()   # padding untouched
+
+
 def test_dtype_conversions(isa, rng):
     x = rng.standard_normal((5, 33))
     o32 = np.empty((5, 33), np.float32)

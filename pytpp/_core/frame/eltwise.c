@@ -57,6 +57,13 @@ static void run_block(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64_
     const int64_t chunk = conv ? CH : (c1 - c0);
     int bc = 0;
     for (int k = 0; k < c->nin; ++k) bc |= is_scalar(&c->in[k]) << k;
+    /* bf16 -> bf16 unary ops with a fused kernel: no conversion buffers, whole rows */
+    if (c->kind == PYTPP_EW_KIND_UNARY && cdt == PYTPP_EW_F32 && c->in[0].dtype == PYTPP_EW_BF16 &&
+        c->out.dtype == PYTPP_EW_BF16 && !(bc & 1) && kt->unary_bf16[c->op]) {
+        for (int64_t i = r0; i < r1; ++i)
+            kt->unary_bf16[c->op](c1 - c0, at(&c->in[0], i, c0), at(&c->out, i, c0));
+        return;
+    }
 
     for (int64_t i = r0; i < r1; ++i) {
         for (int64_t j0 = c0; j0 < c1; j0 += chunk) {
@@ -294,8 +301,9 @@ int pytpp_ew_reduce(const pytpp_ew_kernels *kt, int64_t m, int64_t n, const void
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Transpose: cache tiles of TB x TB, each through the ISA kernel; threads over tile rows. */
-#define TB 64
+/* Transpose: blocks of TBI x TBJ, each through the ISA kernel; threads over blocks. */
+/* outputs at least this large are written with streaming stores */
+#define NT_MIN_BYTES ((int64_t)8 << 20)
 
 static void transpose_scalar(int esz, int64_t m, int64_t n, const char *x, int64_t ldx, char *y,
                              int64_t ldy)
@@ -317,19 +325,45 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
                        int nthreads)
 {
     if (m <= 0 || n <= 0) return 0;
-    const pytpp_ew_kernels *kt = esz == 4 ? kt32 : esz == 8 ? kt64 : NULL;
-    const int64_t tiles_i = (m + TB - 1) / TB, tiles_j = (n + TB - 1) / TB;
+    const pytpp_ew_kernels *kt = esz == 4 ? kt32 : esz == 8 ? kt64 : esz == 2 ? kt32 : NULL;
+    pytpp_ew_transpose_fn fn = NULL, fn_nt = NULL;
+    if (kt) {
+        fn = esz == 2 ? kt->transpose16 : kt->transpose;
+        fn_nt = esz == 2 ? kt->transpose16_nt : kt->transpose_nt;
+    }
+    /* Outputs beyond the caches: streaming stores (no read-for-ownership of y). The tile grid is
+     * shifted by a0 rows of x so that output tile rows start on 64-byte lines; rows [0, a0) run
+     * first through the plain kernel. */
+    int64_t a0 = 0, TBI = 64, TBJ = 64;   /* in-cache: 64 x 64 blocks (x and y blocks in L1/L2) */
+    if (fn_nt && m * n * esz >= NT_MIN_BYTES) {
+        const uintptr_t off = (uintptr_t)y % 64;
+        if (off % (uintptr_t)esz == 0) {
+            a0 = (int64_t)((64 - off) % 64) / esz;
+            if (a0 > m) a0 = m;
+            if (a0) fn(a0, n, x, ldx, y, ldy);
+            fn = fn_nt;
+            /* streaming: strips of 32 rows of x over all columns (32 sequential read streams,
+             * whole output lines written once); measured best among 16..128-row blocks */
+            TBI = 32;
+            TBJ = n;
+        }
+    }
+    const int64_t mr = m - a0;
+    const char *xa = (const char *)x + a0 * ldx * esz;
+    char *ya = (char *)y + a0 * esz;
+    if (mr <= 0) return 0;
+    const int64_t tiles_i = (mr + TBI - 1) / TBI, tiles_j = (n + TBJ - 1) / TBJ;
     const int64_t ntiles = tiles_i * tiles_j;
     int nt = (m * n < PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
     if (nt > ntiles) nt = (int)ntiles;
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
     for (int64_t t = 0; t < ntiles; ++t) {
         const int64_t ti = t / tiles_j, tj = t % tiles_j;
-        const int64_t i0 = ti * TB, j0 = tj * TB;
-        const int64_t bm = imin(TB, m - i0), bn = imin(TB, n - j0);
-        const char *xs = (const char *)x + (i0 * ldx + j0) * esz;
-        char *ys = (char *)y + (j0 * ldy + i0) * esz;
-        if (kt) kt->transpose(bm, bn, xs, ldx, ys, ldy);
+        const int64_t i0 = ti * TBI, j0 = tj * TBJ;
+        const int64_t bm = imin(TBI, mr - i0), bn = imin(TBJ, n - j0);
+        const char *xs = xa + (i0 * ldx + j0) * esz;
+        char *ys = ya + (j0 * ldy + i0) * esz;
+        if (fn) fn(bm, bn, xs, ldx, ys, ldy);
         else if (esz == 2) transpose_u16(bm, bn, (const uint16_t *)xs, ldx, (uint16_t *)ys, ldy);
         else transpose_scalar(esz, bm, bn, xs, ldx, ys, ldy);
     }

@@ -94,6 +94,8 @@ typedef struct pytpp_ew_kernels {
     int dtype;                 /* compute dtype, PYTPP_EW_F32 or PYTPP_EW_F64 */
     int vl;
     pytpp_ew_unary_fn unary[PYTPP_EW_N_UNARY];
+    /* bf16 in -> bf16 out (float32 compute, RNE), fused in the kernel; NULL where absent */
+    pytpp_ew_unary_fn unary_bf16[PYTPP_EW_N_UNARY];
     pytpp_ew_binary_fn binary[PYTPP_EW_N_BINARY];
     pytpp_ew_ternary_fn ternary[PYTPP_EW_N_TERNARY];
     pytpp_ew_cmp_fn cmp;
@@ -105,6 +107,11 @@ typedef struct pytpp_ew_kernels {
     pytpp_ew_reduce_row_fn reduce_row;
     pytpp_ew_reduce_acc_fn reduce_acc;
     pytpp_ew_transpose_fn transpose;
+    /* streaming-store variant for outputs beyond the caches (NULL where absent): 64-byte aligned
+     * output pointer and ldy * size a multiple of 64, else it runs the plain one */
+    pytpp_ew_transpose_fn transpose_nt;
+    /* 16-bit elements (bf16) on the 32-bit network, f32 tables only (NULL where absent) */
+    pytpp_ew_transpose_fn transpose16, transpose16_nt;
     /* storage conversions: to compute dtype from [dt], from compute dtype to [dt] */
     pytpp_ew_cvt_fn load_cvt[PYTPP_EW_NDT];
     pytpp_ew_cvt_fn store_cvt[PYTPP_EW_NDT];
