@@ -63,6 +63,9 @@ void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *
     /* mc: the A block (mc x kc) takes a quarter of L3 (shared by the cores; eq. 4.4). */
     int64_t mc = (l3 / 4) / (kc * esz);
     mc = imax(bk->mr, imin(mc, 8192) / bk->mr * bk->mr);
+    if (getenv("MM_KC")) kc = atoi(getenv("MM_KC"));
+    if (getenv("MM_NC")) nc = atoi(getenv("MM_NC"));
+    if (getenv("MM_MC")) mc = atoi(getenv("MM_MC"));
     bk->kc = kc;
     bk->nc = nc;
     bk->mc = mc;
@@ -146,12 +149,13 @@ DEFINE_PACK_A(pack_a_f64, double)
             for (int64_t p = 0; p < kcb; ++p) {                                                \
                 const T *row = b + p * rsb;                                                    \
                 T *d = dst + p * NR;                                                           \
+                /* constant-size copies: vector moves (element loops stay scalar: aliasing) */ \
                 if (NR == 32)                                                                  \
                     for (int64_t q = 0; q < nfull; ++q)                                        \
-                        for (int j = 0; j < 32; ++j) d[q * 32 * kcb + j] = row[q * 32 + j];    \
+                        memcpy(d + q * 32 * kcb, row + q * 32, 32 * sizeof(T));                \
                 else                                                                           \
                     for (int64_t q = 0; q < nfull; ++q)                                        \
-                        for (int j = 0; j < 16; ++j) d[q * 16 * kcb + j] = row[q * 16 + j];    \
+                        memcpy(d + q * 16 * kcb, row + q * 16, 16 * sizeof(T));                \
             }                                                                                  \
             dst += nfull * NR * kcb;                                                           \
         }                                                                                      \
@@ -183,6 +187,23 @@ static void pack_a_bf16(const uint16_t *a, int64_t rsa, int64_t csa, int64_t mcb
     const int64_t kcp = rup(kcb, 2);
     for (int64_t r = 0; r < mcb; r += MR, dst += MR * kcp) {
         const int64_t mrr = imin(MR, mcb - r);
+        if (csa == 1 && mrr == 12 && MR == 12) {
+            /* a k pair is one 32-bit word: a 32-bit transpose of 12 rows */
+            const uint16_t *rows[12];
+            for (int i = 0; i < 12; ++i) rows[i] = a + (r + i) * rsa;
+            const int64_t kq = kcb / 2;
+            for (int64_t q = 0; q < kq; ++q) {
+                uint32_t w[12];
+                for (int i = 0; i < 12; ++i) memcpy(&w[i], rows[i] + 2 * q, 4);
+                memcpy(dst + q * 24, w, sizeof w);
+            }
+            if (kcb & 1)
+                for (int i = 0; i < 12; ++i) {
+                    dst[kq * 24 + 2 * i] = rows[i][kcb - 1];
+                    dst[kq * 24 + 2 * i + 1] = 0;
+                }
+            continue;
+        }
         for (int64_t i = 0; i < mrr; ++i) {
             const uint16_t *row = a + (r + i) * rsa;
             uint16_t *d = dst + 2 * i;
@@ -204,6 +225,30 @@ static void pack_b_bf16(const uint16_t *b, int64_t rsb, int64_t csb, int64_t kcb
                         int64_t NR, uint16_t *dst)
 {
     const int64_t kcp = rup(kcb, 2);
+    const int64_t nfull = csb == 1 && NR == 32 ? ncb / 32 : 0;
+    if (nfull) { /* row pairs read front to back; a VNNI pair is (r0 | r1 << 16) */
+        const int64_t kq = kcb / 2;
+        for (int64_t pq = 0; pq < kq; ++pq) {
+            const uint16_t *r0 = b + 2 * pq * rsb, *r1 = r0 + rsb;
+            for (int64_t q = 0; q < nfull; ++q) {
+                uint32_t w[32];
+                for (int j = 0; j < 32; ++j)
+                    w[j] = (uint32_t)r0[q * 32 + j] | (uint32_t)r1[q * 32 + j] << 16;
+                memcpy(dst + q * 32 * kcp + pq * 64, w, sizeof w);
+            }
+        }
+        if (kcb & 1) {
+            const uint16_t *r0 = b + (kcb - 1) * rsb;
+            for (int64_t q = 0; q < nfull; ++q) {
+                uint32_t w[32];
+                for (int j = 0; j < 32; ++j) w[j] = (uint32_t)r0[q * 32 + j];
+                memcpy(dst + q * 32 * kcp + kq * 64, w, sizeof w);
+            }
+        }
+        dst += nfull * NR * kcp;
+        b += nfull * NR;
+        ncb -= nfull * NR;
+    }
     for (int64_t q = 0; q < ncb; q += NR, dst += NR * kcp) {
         const int64_t nrr = imin(NR, ncb - q);
         const uint16_t *src = b + q * csb;
@@ -278,6 +323,60 @@ static void buffer_sizes(const eng *e, const pytpp_mm_desc *d, int64_t m, int64_
     *bbytes = prepacked ? 0 : (size_t)(rup(imin(e->nc, n), e->nr) * kcp) * e->esz;
 }
 
+/* Few rows (the A block fits in half of L2): B is packed one NR-column micro-panel at a time
+ * right before the row panels use it, so the packed panel never leaves L1/L2, and the next
+ * panel's source rows are prefetched while this one is packed, so their memory latency hides
+ * behind the micro-kernels of this one. B is read from memory once, packed once, and no packed
+ * B block goes through L3 (the block order re-reads it once per MR rows). */
+static int fused_ok(const eng *e, int64_t mcb, int64_t kcp)
+{
+    return (double)mcb * (double)kcp * (double)e->esz <= 0.5 * (double)e->nopack_bytes;
+}
+
+static void prefetch_rows(const char *p, int64_t rs_bytes, int64_t rows, int64_t bytes)
+{
+    for (int64_t i = 0; i < rows; ++i)
+        for (int64_t o = 0; o < bytes + 63; o += 64) __builtin_prefetch(p + i * rs_bytes + o, 0, 3);
+}
+
+/* One full f32/f64 panel (NR x element size = 128 bytes per row) with unit column stride. */
+static void copy_rows_128(const char *restrict src, int64_t rs_bytes, int64_t rows,
+                          char *restrict dst)
+{
+    for (int64_t p = 0; p < rows; ++p) memcpy(dst + p * 128, src + p * rs_bytes, 128);
+}
+
+static void fused_panels(const job *jb, int64_t ic, int64_t mcb, int64_t pc, int64_t kcb,
+                         int64_t n0, int64_t n1, const char *abuf, char *bbuf)
+{
+    const eng *e = jb->e;
+    const pytpp_mm_desc *d = jb->d;
+    const int64_t ldc = d->ldc, MR = e->mr, NR = e->nr;
+    const int64_t esz = (int64_t)e->esz, cesz = (int64_t)e->cesz;
+    const int64_t kcp = rup(kcb, e->kstep);
+    const char *bsrc = jb->b + pc * d->rsb * esz;
+    const int pf = d->csb == 1;
+    if (pf) prefetch_rows(bsrc + n0 * esz, d->rsb * esz, kcb, imin(NR, n1 - n0) * esz);
+    for (int64_t jr = n0; jr < n1; jr += NR) {
+        const int64_t ncols = imin(NR, n1 - jr);
+        if (pf && e->kstep == 1 && ncols * esz == 128)
+            copy_rows_128(bsrc + jr * esz, d->rsb * esz, kcb, bbuf);
+        else
+            pack_b(e, bsrc + jr * d->csb * esz, d->rsb, d->csb, kcb, ncols, bbuf);
+        /* next panel's rows, spread over this panel's micro-kernel calls */
+        const char *nxt = bsrc + (jr + NR) * esz;
+        const int64_t nbytes = pf && jr + NR < n1 ? imin(NR, n1 - jr - NR) * esz : 0;
+        const int64_t chunk = cdiv(kcb, cdiv(mcb, MR));
+        for (int64_t ir = 0, r = 0; ir < mcb; ir += MR, r += chunk) {
+            const int64_t mrr = imin(MR, mcb - ir);
+            if (nbytes && r < kcb)
+                prefetch_rows(nxt + r * d->rsb * esz, d->rsb * esz, imin(chunk, kcb - r), nbytes);
+            char *cp = jb->c + ((ic + ir) * ldc + jr) * cesz;
+            run_tile(e, kcb, abuf + ir * kcp * esz, bbuf, cp, ldc, mrr, ncols, pc > 0);
+        }
+    }
+}
+
 static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t n1, char *abuf,
                       char *bbuf)
 {
@@ -297,6 +396,10 @@ static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t
             const int64_t kcp = rup(kcb, e->kstep);
             pack_a(e, jb->a + (ic * d->rsa + pc * d->csa) * (int64_t)esz, d->rsa, d->csa, mcb,
                    kcb, abuf);
+            if (!jb->bpre && getenv("MM_FUSED") && fused_ok(e, mcb, kcp)) {
+                fused_panels(jb, ic, mcb, pc, kcb, n0, n1, abuf, bbuf);
+                continue;
+            }
             for (int64_t jc = n0; jc < n1; jc += nc) {
                 const int64_t ncb = imin(nc, n1 - jc);
                 const char *bblk;
@@ -334,6 +437,7 @@ static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t
 static int use_nopack(const eng *e, const pytpp_mm_desc *d)
 {
     if (!e->kt || d->csb != 1) return 0;
+    if (getenv("MM_FORCE_NOPACK")) return 1;
     const double bytes = ((double)d->m * (double)d->k + (double)d->k * (double)d->n) * (double)e->esz;
     const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
     return bytes <= (double)e->nopack_bytes || flops <= 2.0 * 64 * 64 * 64;
