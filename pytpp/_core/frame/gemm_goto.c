@@ -56,16 +56,17 @@ void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *
      * needs only ~7 bytes per cycle from L2, which streams it easily. Measured on Zen 4 (32 KiB
      * L1, 1 MiB L2, 2048^3): best with the A micro-panel at ~1.5x L1 and the B block at ~2x L2
      * (f32 kc 1024 nc 512: 93% of peak vs 84% at kc 336 nc 384; f64 kc 512 nc 512). */
-    int64_t kc = (3 * l1 / 2) / (bk->mr * esz);
+    /* Re-measured with faster packing (2048^3 and 1024^3, 1 thread, medians of interleaved runs):
+     * bf16 is best with the A micro-panel at ~0.75x L1 (kc 1024: 211-215 GFLOP/s vs 207-210 at
+     * kc 2048) and f32 with the B block at ~4x L2 (nc 1024: 108-109 vs 106); f64 keeps kc 512 /
+     * nc 512 (nc 1024: 49 vs 52). */
+    int64_t kc = (dtype == PYTPP_MM_BF16 ? 3 * l1 / 4 : 3 * l1 / 2) / (bk->mr * esz);
     kc = imax(64, imin(2048, kc / 64 * 64));
-    int64_t nc = (2 * l2) / (kc * esz);
+    int64_t nc = ((dtype == PYTPP_F32 ? 4 : 2) * l2) / (kc * esz);
     nc = imax(bk->nr, nc / bk->nr * bk->nr);
     /* mc: the A block (mc x kc) takes a quarter of L3 (shared by the cores; eq. 4.4). */
     int64_t mc = (l3 / 4) / (kc * esz);
     mc = imax(bk->mr, imin(mc, 8192) / bk->mr * bk->mr);
-    if (getenv("MM_KC")) kc = atoi(getenv("MM_KC"));
-    if (getenv("MM_NC")) nc = atoi(getenv("MM_NC"));
-    if (getenv("MM_MC")) mc = atoi(getenv("MM_MC"));
     bk->kc = kc;
     bk->nc = nc;
     bk->mc = mc;
@@ -323,60 +324,6 @@ static void buffer_sizes(const eng *e, const pytpp_mm_desc *d, int64_t m, int64_
     *bbytes = prepacked ? 0 : (size_t)(rup(imin(e->nc, n), e->nr) * kcp) * e->esz;
 }
 
-/* Few rows (the A block fits in half of L2): B is packed one NR-column micro-panel at a time
- * right before the row panels use it, so the packed panel never leaves L1/L2, and the next
- * panel's source rows are prefetched while this one is packed, so their memory latency hides
- * behind the micro-kernels of this one. B is read from memory once, packed once, and no packed
- * B block goes through L3 (the block order re-reads it once per MR rows). */
-static int fused_ok(const eng *e, int64_t mcb, int64_t kcp)
-{
-    return (double)mcb * (double)kcp * (double)e->esz <= 0.5 * (double)e->nopack_bytes;
-}
-
-static void prefetch_rows(const char *p, int64_t rs_bytes, int64_t rows, int64_t bytes)
-{
-    for (int64_t i = 0; i < rows; ++i)
-        for (int64_t o = 0; o < bytes + 63; o += 64) __builtin_prefetch(p + i * rs_bytes + o, 0, 3);
-}
-
-/* One full f32/f64 panel (NR x element size = 128 bytes per row) with unit column stride. */
-static void copy_rows_128(const char *restrict src, int64_t rs_bytes, int64_t rows,
-                          char *restrict dst)
-{
-    for (int64_t p = 0; p < rows; ++p) memcpy(dst + p * 128, src + p * rs_bytes, 128);
-}
-
-static void fused_panels(const job *jb, int64_t ic, int64_t mcb, int64_t pc, int64_t kcb,
-                         int64_t n0, int64_t n1, const char *abuf, char *bbuf)
-{
-    const eng *e = jb->e;
-    const pytpp_mm_desc *d = jb->d;
-    const int64_t ldc = d->ldc, MR = e->mr, NR = e->nr;
-    const int64_t esz = (int64_t)e->esz, cesz = (int64_t)e->cesz;
-    const int64_t kcp = rup(kcb, e->kstep);
-    const char *bsrc = jb->b + pc * d->rsb * esz;
-    const int pf = d->csb == 1;
-    if (pf) prefetch_rows(bsrc + n0 * esz, d->rsb * esz, kcb, imin(NR, n1 - n0) * esz);
-    for (int64_t jr = n0; jr < n1; jr += NR) {
-        const int64_t ncols = imin(NR, n1 - jr);
-        if (pf && e->kstep == 1 && ncols * esz == 128)
-            copy_rows_128(bsrc + jr * esz, d->rsb * esz, kcb, bbuf);
-        else
-            pack_b(e, bsrc + jr * d->csb * esz, d->rsb, d->csb, kcb, ncols, bbuf);
-        /* next panel's rows, spread over this panel's micro-kernel calls */
-        const char *nxt = bsrc + (jr + NR) * esz;
-        const int64_t nbytes = pf && jr + NR < n1 ? imin(NR, n1 - jr - NR) * esz : 0;
-        const int64_t chunk = cdiv(kcb, cdiv(mcb, MR));
-        for (int64_t ir = 0, r = 0; ir < mcb; ir += MR, r += chunk) {
-            const int64_t mrr = imin(MR, mcb - ir);
-            if (nbytes && r < kcb)
-                prefetch_rows(nxt + r * d->rsb * esz, d->rsb * esz, imin(chunk, kcb - r), nbytes);
-            char *cp = jb->c + ((ic + ir) * ldc + jr) * cesz;
-            run_tile(e, kcb, abuf + ir * kcp * esz, bbuf, cp, ldc, mrr, ncols, pc > 0);
-        }
-    }
-}
-
 static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t n1, char *abuf,
                       char *bbuf)
 {
@@ -396,10 +343,6 @@ static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t
             const int64_t kcp = rup(kcb, e->kstep);
             pack_a(e, jb->a + (ic * d->rsa + pc * d->csa) * (int64_t)esz, d->rsa, d->csa, mcb,
                    kcb, abuf);
-            if (!jb->bpre && getenv("MM_FUSED") && fused_ok(e, mcb, kcp)) {
-                fused_panels(jb, ic, mcb, pc, kcb, n0, n1, abuf, bbuf);
-                continue;
-            }
             for (int64_t jc = n0; jc < n1; jc += nc) {
                 const int64_t ncb = imin(nc, n1 - jc);
                 const char *bblk;
@@ -437,7 +380,6 @@ static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t
 static int use_nopack(const eng *e, const pytpp_mm_desc *d)
 {
     if (!e->kt || d->csb != 1) return 0;
-    if (getenv("MM_FORCE_NOPACK")) return 1;
     const double bytes = ((double)d->m * (double)d->k + (double)d->k * (double)d->n) * (double)e->esz;
     const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
     return bytes <= (double)e->nopack_bytes || flops <= 2.0 * 64 * 64 * 64;
