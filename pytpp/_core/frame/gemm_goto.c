@@ -56,13 +56,9 @@ void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *
      * needs only ~7 bytes per cycle from L2, which streams it easily. Measured on Zen 4 (32 KiB
      * L1, 1 MiB L2, 2048^3): best with the A micro-panel at ~1.5x L1 and the B block at ~2x L2
      * (f32 kc 1024 nc 512: 93% of peak vs 84% at kc 336 nc 384; f64 kc 512 nc 512). */
-    /* Re-measured with faster packing (2048^3 and 1024^3, 1 thread, medians of interleaved runs):
-     * bf16 is best with the A micro-panel at ~0.75x L1 (kc 1024: 211-215 GFLOP/s vs 207-210 at
-     * kc 2048) and f32 with the B block at ~4x L2 (nc 1024: 108-109 vs 106); f64 keeps kc 512 /
-     * nc 512 (nc 1024: 49 vs 52). */
-    int64_t kc = (dtype == PYTPP_MM_BF16 ? 3 * l1 / 4 : 3 * l1 / 2) / (bk->mr * esz);
+    int64_t kc = (3 * l1 / 2) / (bk->mr * esz);
     kc = imax(64, imin(2048, kc / 64 * 64));
-    int64_t nc = ((dtype == PYTPP_F32 ? 4 : 2) * l2) / (kc * esz);
+    int64_t nc = (2 * l2) / (kc * esz);
     nc = imax(bk->nr, nc / bk->nr * bk->nr);
     /* mc: the A block (mc x kc) takes a quarter of L3 (shared by the cores; eq. 4.4). */
     int64_t mc = (l3 / 4) / (kc * esz);
