@@ -146,12 +146,13 @@ DEFINE_PACK_A(pack_a_f64, double)
             for (int64_t p = 0; p < kcb; ++p) {                                                \
                 const T *row = b + p * rsb;                                                    \
                 T *d = dst + p * NR;                                                           \
+                /* constant-size copies: vector moves (element loops stay scalar: aliasing) */ \
                 if (NR == 32)                                                                  \
                     for (int64_t q = 0; q < nfull; ++q)                                        \
-                        for (int j = 0; j < 32; ++j) d[q * 32 * kcb + j] = row[q * 32 + j];    \
+                        memcpy(d + q * 32 * kcb, row + q * 32, 32 * sizeof(T));                \
                 else                                                                           \
                     for (int64_t q = 0; q < nfull; ++q)                                        \
-                        for (int j = 0; j < 16; ++j) d[q * 16 * kcb + j] = row[q * 16 + j];    \
+                        memcpy(d + q * 16 * kcb, row + q * 16, 16 * sizeof(T));                \
             }                                                                                  \
             dst += nfull * NR * kcb;                                                           \
         }                                                                                      \
@@ -183,6 +184,23 @@ static void pack_a_bf16(const uint16_t *a, int64_t rsa, int64_t csa, int64_t mcb
     const int64_t kcp = rup(kcb, 2);
     for (int64_t r = 0; r < mcb; r += MR, dst += MR * kcp) {
         const int64_t mrr = imin(MR, mcb - r);
+        if (csa == 1 && mrr == 12 && MR == 12) {
+            /* a k pair is one 32-bit word: a 32-bit transpose of 12 rows */
+            const uint16_t *rows[12];
+            for (int i = 0; i < 12; ++i) rows[i] = a + (r + i) * rsa;
+            const int64_t kq = kcb / 2;
+            for (int64_t q = 0; q < kq; ++q) {
+                uint32_t w[12];
+                for (int i = 0; i < 12; ++i) memcpy(&w[i], rows[i] + 2 * q, 4);
+                memcpy(dst + q * 24, w, sizeof w);
+            }
+            if (kcb & 1)
+                for (int i = 0; i < 12; ++i) {
+                    dst[kq * 24 + 2 * i] = rows[i][kcb - 1];
+                    dst[kq * 24 + 2 * i + 1] = 0;
+                }
+            continue;
+        }
         for (int64_t i = 0; i < mrr; ++i) {
             const uint16_t *row = a + (r + i) * rsa;
             uint16_t *d = dst + 2 * i;
@@ -204,6 +222,30 @@ static void pack_b_bf16(const uint16_t *b, int64_t rsb, int64_t csb, int64_t kcb
                         int64_t NR, uint16_t *dst)
 {
     const int64_t kcp = rup(kcb, 2);
+    const int64_t nfull = csb == 1 && NR == 32 ? ncb / 32 : 0;
+    if (nfull) { /* row pairs read front to back; a VNNI pair is (r0 | r1 << 16) */
+        const int64_t kq = kcb / 2;
+        for (int64_t pq = 0; pq < kq; ++pq) {
+            const uint16_t *r0 = b + 2 * pq * rsb, *r1 = r0 + rsb;
+            for (int64_t q = 0; q < nfull; ++q) {
+                uint32_t w[32];
+                for (int j = 0; j < 32; ++j)
+                    w[j] = (uint32_t)r0[q * 32 + j] | (uint32_t)r1[q * 32 + j] << 16;
+                memcpy(dst + q * 32 * kcp + pq * 64, w, sizeof w);
+            }
+        }
+        if (kcb & 1) {
+            const uint16_t *r0 = b + (kcb - 1) * rsb;
+            for (int64_t q = 0; q < nfull; ++q) {
+                uint32_t w[32];
+                for (int j = 0; j < 32; ++j) w[j] = (uint32_t)r0[q * 32 + j];
+                memcpy(dst + q * 32 * kcp + kq * 64, w, sizeof w);
+            }
+        }
+        dst += nfull * NR * kcp;
+        b += nfull * NR;
+        ncb -= nfull * NR;
+    }
     for (int64_t q = 0; q < ncb; q += NR, dst += NR * kcp) {
         const int64_t nrr = imin(NR, ncb - q);
         const uint16_t *src = b + q * csb;
