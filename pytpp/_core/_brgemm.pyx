@@ -3,6 +3,7 @@
 by ``pytpp.brgemm``. Validation happens here, with the GIL; the C engine runs without it."""
 import numpy as np
 cimport numpy as cnp
+from pytpp._core._arrays cimport elem_strides
 from libc.stdint cimport int64_t, intptr_t
 from libc.stdlib cimport malloc, free
 from pytpp._core.cengine cimport *
@@ -277,14 +278,6 @@ def brgemm_strided(cnp.ndarray a, cnp.ndarray b, cnp.ndarray out, double alpha, 
     if err:
         raise MemoryError("pytpp.brgemm: scratch allocation failed")
     return out
-
-
-cdef inline bint elem_strides(cnp.ndarray x, int64_t esz) noexcept:
-    cdef int i
-    for i in range(x.ndim):
-        if x.strides[i] % esz:
-            return False
-    return True
 
 
 cdef inline void byte_extent(cnp.ndarray x, const char **lo, const char **hi) noexcept:

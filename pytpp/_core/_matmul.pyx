@@ -21,23 +21,31 @@ cdef object _ws = None
 cdef size_t _WS_MAX = 256 * 1024 * 1024
 
 
+cdef bint acquire_workspace(size_t need, void **ws, size_t *wsb) except -1:
+    """Lend the process-wide packing workspace (grown to `need` bytes) when no other thread
+    holds it; returns whether it was taken (the caller releases `_ws_lock`). Otherwise the C
+    driver allocates its own buffers."""
+    global _ws
+    if not need or need > _WS_MAX or not _ws_lock.acquire(False):
+        return False
+    if _ws is None or (<cnp.ndarray>_ws).nbytes < need:
+        _ws = None
+        _ws = np.empty(need + need // 4, np.uint8)
+    ws[0] = cnp.PyArray_DATA(<cnp.ndarray>_ws)
+    wsb[0] = (<cnp.ndarray>_ws).nbytes
+    return True
+
+
 cdef int run_blocked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
                      const pytpp_mm_desc *d, const void *pa, const void *pb, void *pc) except -1:
     """pytpp_matmul_blocked without the GIL, with the shared workspace when it is free."""
-    global _ws
     cdef int nt = num_threads()
     cdef size_t need = pytpp_matmul_workspace(ks, bk, d, 0, nt)
     cdef void *ws = NULL
     cdef size_t wsb = 0
     cdef int err
     cdef bint locked = False
-    if need and need <= _WS_MAX and _ws_lock.acquire(False):
-        locked = True
-        if _ws is None or (<cnp.ndarray>_ws).nbytes < need:
-            _ws = None
-            _ws = np.empty(need + need // 4, np.uint8)
-        ws = cnp.PyArray_DATA(<cnp.ndarray>_ws)
-        wsb = (<cnp.ndarray>_ws).nbytes
+    locked = acquire_workspace(need, &ws, &wsb)
     try:
         with nogil:
             err = pytpp_matmul_blocked(ks, bk, d, pa, pb, pc, nt, ws, wsb)
@@ -353,18 +361,11 @@ def gemm_prepacked(cnp.ndarray a, cnp.ndarray packed, int64_t n, cnp.ndarray c,
     cdef void *pc = cnp.PyArray_DATA(c)
     cdef int err
     cdef int nt = num_threads()
-    global _ws
     cdef size_t need = pytpp_matmul_workspace(&ks, &bk, &d, 1, nt)
     cdef void *ws = NULL
     cdef size_t wsb = 0
     cdef bint locked = False
-    if need and need <= _WS_MAX and _ws_lock.acquire(False):
-        locked = True
-        if _ws is None or (<cnp.ndarray>_ws).nbytes < need:
-            _ws = None
-            _ws = np.empty(need + need // 4, np.uint8)
-        ws = cnp.PyArray_DATA(<cnp.ndarray>_ws)
-        wsb = (<cnp.ndarray>_ws).nbytes
+    locked = acquire_workspace(need, &ws, &wsb)
     try:
         with nogil:
             err = pytpp_matmul_prepacked(&ks, &bk, &d, pa, pp, pc, count, &off_a[0], &off_c[0],

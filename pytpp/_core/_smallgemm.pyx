@@ -4,6 +4,7 @@
 Validation happens here or in the Python callers, with the GIL; the C engine runs without it."""
 import numpy as np
 cimport numpy as cnp
+from pytpp._core._arrays cimport elem_strides
 from libc.stdint cimport int64_t
 from pytpp._core.cengine cimport PYTPP_F64, PYTPP_F32, PYTPP_ISA_REF, PYTPP_ISA_AVX2, PYTPP_ISA_AVX512
 from pytpp._core.csmallgemm cimport *
@@ -82,14 +83,6 @@ def plan_info(int64_t m, int64_t n, int64_t k, dtype, int64_t rsa, int64_t csa, 
 
 # ------------------------------------------------------------------------------------------------
 # strided stacks: out[l] = alpha * a[l] @ b[l] + beta * out[l]
-
-cdef inline bint elem_strides(cnp.ndarray x, int64_t esz) noexcept:
-    cdef int i
-    for i in range(x.ndim):
-        if x.strides[i] % esz:
-            return False
-    return True
-
 
 def stack_matmul(cnp.ndarray a, cnp.ndarray b, cnp.ndarray out, double alpha=1.0, double beta=0.0):
     """out[l] = alpha * a[l] @ b[l] + beta * out[l] for 3-D a (L|1, m, k), b (L|1, k, n) and
