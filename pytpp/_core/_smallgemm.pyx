@@ -78,7 +78,8 @@ def plan_info(int64_t m, int64_t n, int64_t k, dtype, int64_t rsa, int64_t csa, 
     make_plan(&p, active_isa(), dt, m, n, k, rsa, csa, rsb, csb, rsc, csc, alpha, beta)
     return dict(table=p.kt.name.decode(), vl=p.kt.vl, swap=bool(p.swap), pack_b=bool(p.pack_b),
                 scratch_c=bool(p.scratch_c), nvec=p.nvec, n_ib=p.n_ib, n_jb=p.n_jb,
-                n_last=p.n_last, mr=p.mr, nfull=p.nfull, nshort=p.nshort, per_chunk=min(p.per_chunk, 1 << 62), cost=p.cost)
+                n_last=p.n_last, mr=p.mr, nfull=p.nfull, nshort=p.nshort, per_chunk=min(p.per_chunk, 1 << 62), pf=bool(p.pf),
+                cost=p.cost)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ cdef extern from "pytpp/smallgemm.h" nogil:
         int64_t nvec, n_ib, n_jb, n_last
         int64_t mr, nfull, nshort
         int64_t per_chunk
+        int pf
         double flops
         int64_t bytes
         double cost

@@ -94,6 +94,21 @@ def test_layouts(isa, rng, dtype, m, n, k):
         check(out, aa, bb, dtype, name)
 
 
+@pytest.mark.parametrize("dtype,m,n,k", [(np.float64, 41, 47, 45), (np.float32, 61, 67, 59)])
+def test_prefetching_kernels(isa, rng, dtype, m, n, k):
+    """Products of 40 kB and more run the prefetching stack kernels (A rows of the next register
+    block, B of the next product); every layout, including transposed A (the prefetch walks k
+    along the A columns then) and the last product of a stack (prefetches past the end)."""
+    info = _smallgemm.plan_info(m, n, k, dtype, k, 1, n, 1, n, 1)
+    assert info["pf"]
+    assert not _smallgemm.plan_info(16, 16, 16, dtype, 16, 1, 16, 1, 16, 1)["pf"]
+    L = 3
+    for name, a, b, out in _layouts(rng, L, m, n, k, dtype):
+        out[...] = np.nan
+        batched_matmul(a, b, out)
+        check(out, np.broadcast_to(a, (L, m, k)), np.broadcast_to(b, (L, k, n)), dtype, name)
+
+
 def test_layouts_threads(threads, rng):
     for name, a, b, out in _layouts(rng, 400, 13, 9, 11, np.float64):
         batched_matmul(a, b, out)

@@ -12,6 +12,8 @@
 #define SMM_PAR_MIN_FLOPS (1 << 18)
 /* Pointers per reduction chunk of a DBCSR group (on the stack). */
 #define SMM_GROUP_CHUNK 256
+/* Products of at least this many bytes (A, B and C) run the prefetching stack kernels. */
+#define PYTPP_SMM_PF_MIN_BYTES 40000
 /* Scratch up to this size lives on the stack of pytpp_smm_run1. */
 #define SMM_STACK_SCRATCH 16384
 
@@ -151,6 +153,10 @@ void pytpp_smm_plan_make(pytpp_smm_plan *p, const pytpp_smm_kernels *const *tabl
      * product before the next product (block-major order over chunks of products was up to 3x
      * slower on stacks streaming from memory, even when a chunk fit L1). */
     p->per_chunk = p->n_jb == 1 ? INT64_MAX : 1;
+    /* Products this large stream their A rows from L3 or memory with the hardware prefetchers
+     * idle (the rows are short), 30% slower at 64^3 than with A in cache; the prefetching kernels
+     * recover about a third of that, and cost 10-25% on smaller products (measured 4^3..64^3). */
+    p->pf = bytes >= PYTPP_SMM_PF_MIN_BYTES;
 }
 
 size_t pytpp_smm_scratch_bytes(const pytpp_smm_plan *p)
@@ -177,7 +183,7 @@ static void run_blocks(const pytpp_smm_plan *p, int64_t count, const char *a, in
         if (p->n_jb > 1) split(p->nvec, p->n_jb, jb, &v0, &nv);
         const int masked = jb == p->n_jb - 1 && p->n_last != vl;
         const int64_t j0 = v0 * vl;
-        kt->stack[nv - 1][p->mr - 1][masked](count, p->k, a, p->rsa, p->csa, sa, b + j0 * esz, ldb,
+        kt->stack[nv - 1][p->mr - 1][masked + 2 * p->pf](count, p->k, a, p->rsa, p->csa, sa, b + j0 * esz, ldb,
                                              sb, c + j0 * esz, ldc, sc, p->alpha, beta,
                                              masked ? p->n_last : vl, p->nfull, p->nshort);
     }

@@ -49,7 +49,8 @@ typedef struct pytpp_smm_kernels {
     int vbytes;                               /* bytes per vector register */
     int nregs;                                /* vector registers of the ISA */
     int mr_max[PYTPP_SMM_NV_MAX + 1];         /* largest MR for NV = 1..NV_MAX (0: none) */
-    pytpp_smm_stack_fn stack[PYTPP_SMM_NV_MAX][PYTPP_SMM_MR_MAX][2];   /* [nv-1][mr-1][masked] */
+    /* [nv-1][mr-1][masked + 2 * prefetching] */
+    pytpp_smm_stack_fn stack[PYTPP_SMM_NV_MAX][PYTPP_SMM_MR_MAX][4];
     pytpp_smm_reduce_fn reduce[PYTPP_SMM_NV_MAX][PYTPP_SMM_MR_MAX][2];
 } pytpp_smm_kernels;
 
@@ -70,6 +71,7 @@ typedef struct pytpp_smm_plan {
     int64_t nvec, n_ib, n_jb, n_last;
     int64_t mr, nfull, nshort;  /* row blocks: nfull of mr rows, then nshort of mr - 1 */
     int64_t per_chunk;          /* products per call of a tile kernel in a stack */
+    int pf;                     /* 1: stacks run the prefetching kernels (see gemm_small.inc) */
     double flops;               /* 2 m n k */
     int64_t bytes;              /* of A, B and C of one product */
     double cost;                /* the cost model's estimate, cycles per product */
