@@ -5,6 +5,7 @@ static library per level), never -march=native; the choice among them is made at
 Cython-generated C gets no ISA flags at all.
 """
 import os
+import re
 import sys
 from glob import glob
 
@@ -29,9 +30,27 @@ LEVELS = {
 }
 
 
-# Every header and template is a dependency of every object: editing gemm_ukr.inc must rebuild
-# the kernels (build_clib otherwise only compares each .c with its .o).
-HEADERS = sorted(glob(f"{CORE}/include/pytpp/*"))
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"(pytpp/[^"]+)"', re.M)
+
+
+def header_deps(source, _seen=None):
+    """Every project header `source` includes, directly or through other headers: editing
+    gemm_ukr.inc must rebuild the kernels that use it (build_clib otherwise only compares each
+    .c with its .o), and only those."""
+    seen = set() if _seen is None else _seen
+    with open(source) as f:
+        text = f.read()
+    for name in INCLUDE_RE.findall(text):
+        path = os.path.join(INCLUDE[0], name)
+        if path not in seen and os.path.exists(path):
+            seen.add(path)
+            header_deps(path, seen)
+    return sorted(seen)
+
+
+def c_library(name, sources, cflags):
+    return (name, {"sources": sources, "include_dirs": INCLUDE, "cflags": cflags,
+                   "obj_deps": {src: header_deps(src) for src in sources}})
 
 
 def c_libraries():
@@ -39,12 +58,10 @@ def c_libraries():
     for name, (folder, flags) in LEVELS.items():
         sources = sorted(glob(f"{folder}/*.c"))
         if sources:
-            libs.append((f"pytpp_{name}", {"sources": sources, "include_dirs": INCLUDE,
-                                           "cflags": COMMON + flags, "obj_deps": {"": HEADERS}}))
+            libs.append(c_library(f"pytpp_{name}", sources, COMMON + flags))
     # loop drivers, packing, cpu detection: portable C with OpenMP, no ISA flags
-    libs.append(("pytpp_frame", {"sources": sorted(glob(f"{CORE}/frame/*.c")),
-                                 "include_dirs": INCLUDE, "cflags": COMMON + ["-fopenmp"],
-                                 "obj_deps": {"": HEADERS}}))
+    libs.append(c_library("pytpp_frame", sorted(glob(f"{CORE}/frame/*.c")),
+                          COMMON + ["-fopenmp"]))
     return libs
 
 
