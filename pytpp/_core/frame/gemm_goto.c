@@ -90,6 +90,17 @@ static void make_eng(eng *e, const pytpp_mm_kernels *ks, const pytpp_mm_blocking
 
 /* ---- packing ------------------------------------------------------------------------------ */
 
+/* B is packed row by row within a column window (nc columns of a long row): each row is a new
+ * short stream to the hardware prefetchers, which then stall on its first lines. Fetching the
+ * row this many rows ahead hides that. */
+#define PACK_PF_ROWS 4
+
+static inline void prefetch_span(const void *p, int64_t bytes)
+{
+    const char *c = (const char *)p;
+    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(c + o, 0, 3);
+}
+
 /* Full panels with the common register-block widths get loops whose trip counts are
  * compile-time constants (the compiler then keeps row pointers in registers and vectorises the
  * contiguous side); edge panels and unusual widths take the generic loops. */
@@ -146,6 +157,8 @@ DEFINE_PACK_A(pack_a_f64, double)
             for (int64_t p = 0; p < kcb; ++p) {                                                \
                 const T *row = b + p * rsb;                                                    \
                 T *d = dst + p * NR;                                                           \
+                if (p + PACK_PF_ROWS < kcb)                                                    \
+                    prefetch_span(row + PACK_PF_ROWS * rsb, nfull * NR * (int64_t)sizeof(T));  \
                 /* constant-size copies: vector moves (element loops stay scalar: aliasing) */ \
                 if (NR == 32)                                                                  \
                     for (int64_t q = 0; q < nfull; ++q)                                        \
@@ -227,6 +240,10 @@ static void pack_b_bf16(const uint16_t *b, int64_t rsb, int64_t csb, int64_t kcb
         const int64_t kq = kcb / 2;
         for (int64_t pq = 0; pq < kq; ++pq) {
             const uint16_t *r0 = b + 2 * pq * rsb, *r1 = r0 + rsb;
+            if (2 * pq + PACK_PF_ROWS + 1 < kcb) {
+                prefetch_span(r0 + PACK_PF_ROWS * rsb, nfull * 64);
+                prefetch_span(r1 + PACK_PF_ROWS * rsb, nfull * 64);
+            }
             for (int64_t q = 0; q < nfull; ++q) {
                 uint32_t w[32];
                 for (int j = 0; j < 32; ++j)
