@@ -94,13 +94,18 @@ def test_layouts(isa, rng, dtype, m, n, k):
         check(out, aa, bb, dtype, name)
 
 
-@pytest.mark.parametrize("dtype,m,n,k", [(np.float64, 41, 47, 45), (np.float32, 61, 67, 59)])
+@pytest.mark.parametrize("dtype,m,n,k", [(np.float64, 41, 47, 45), (np.float32, 61, 67, 59),
+                                         (np.float64, 37, 70, 41)])
 def test_prefetching_kernels(isa, rng, dtype, m, n, k):
-    """Products of 40 kB and more run the prefetching stack kernels (A rows of the next register
-    block, B of the next product); every layout, including transposed A (the prefetch walks k
-    along the A columns then) and the last product of a stack (prefetches past the end)."""
+    """Products of 40 kB and more run the prefetching stack kernels (A and C rows of the next
+    register block, B of the next product or column block); every layout, including transposed A
+    (the prefetch walks k along the A columns then), several column blocks per product (37x70x41
+    f64: one product per kernel call, prefetch targets redirected) and the last product of a
+    stack (prefetches past the end)."""
     info = _smallgemm.plan_info(m, n, k, dtype, k, 1, n, 1, n, 1)
     assert info["pf"]
+    if n == 70 and isa == "avx512":
+        assert info["n_jb"] > 1
     assert not _smallgemm.plan_info(16, 16, 16, dtype, 16, 1, 16, 1, 16, 1)["pf"]
     L = 3
     for name, a, b, out in _layouts(rng, L, m, n, k, dtype):

@@ -183,9 +183,19 @@ static void run_blocks(const pytpp_smm_plan *p, int64_t count, const char *a, in
         if (p->n_jb > 1) split(p->nvec, p->n_jb, jb, &v0, &nv);
         const int masked = jb == p->n_jb - 1 && p->n_last != vl;
         const int64_t j0 = v0 * vl;
-        kt->stack[nv - 1][p->mr - 1][masked + 2 * p->pf](count, p->k, a, p->rsa, p->csa, sa, b + j0 * esz, ldb,
-                                             sb, c + j0 * esz, ldc, sc, p->alpha, beta,
-                                             masked ? p->n_last : vl, p->nfull, p->nshort);
+        /* A prefetching kernel fetches, in its last row block, what it takes to be the next
+         * product's operands at a + sa, b + sb, c + sc. With one product per call and several column
+         * blocks, what runs next is this product's next column block: point it there (the
+         * strides are otherwise unused when count == 1). */
+        int64_t sa_k = sa, sb_k = sb, sc_k = sc;
+        if (p->pf && count == 1 && p->n_jb > 1) {
+            sa_k = jb < p->n_jb - 1 ? 0 : sa;
+            sb_k = jb < p->n_jb - 1 ? nv * vl : sb - j0;
+            sc_k = jb < p->n_jb - 1 ? nv * vl : sc - j0;
+        }
+        kt->stack[nv - 1][p->mr - 1][masked + 2 * p->pf](
+            count, p->k, a, p->rsa, p->csa, sa_k, b + j0 * esz, ldb, sb_k, c + j0 * esz, ldc, sc_k,
+            p->alpha, beta, masked ? p->n_last : vl, p->nfull, p->nshort);
     }
 }
 
