@@ -7,12 +7,15 @@ Cython-generated C gets no ISA flags at all.
 import os
 import re
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from glob import glob
 
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_clib import build_clib
 from setuptools.command.build_ext import build_ext
+from setuptools.modified import newer_group
 
 CORE = "pytpp/_core"
 INCLUDE = [f"{CORE}/include"]
@@ -77,14 +80,51 @@ def extensions():
             extra_link_args=["-fopenmp"],
         ))
     return cythonize(exts, compiler_directives={"language_level": 3},
-                     nthreads=int(os.environ.get("PYTPP_BUILD_JOBS", "0")) or None)
+                     nthreads=build_jobs())
 
 
 if sys.platform != "linux" and not os.environ.get("PYTPP_FORCE_BUILD"):
     print("pytpp: only x86-64 Linux with gcc is supported; set PYTPP_FORCE_BUILD=1 to try anyway")
 
+def build_jobs():
+    return int(os.environ.get("PYTPP_BUILD_JOBS", "0")) or os.cpu_count() or 1
+
+
+class ParallelBuildClib(build_clib):
+    """Compiles the kernel sources of every library at once, on all cores (the serial build took
+    8 minutes), and only the objects older than their source or one of the headers it includes."""
+
+    def build_libraries(self, libraries):
+        jobs = []
+        for name, info in libraries:
+            deps = info.get("obj_deps", {})
+            for src in sorted(info["sources"]):
+                obj = self.compiler.object_filenames([src], output_dir=self.build_temp)[0]
+                if self.force or newer_group([src, *deps.get(src, [])], obj):
+                    jobs.append((src, info))
+
+        def compile_one(job):
+            src, info = job
+            self.compiler.compile([src], output_dir=self.build_temp,
+                                  include_dirs=info.get("include_dirs"),
+                                  extra_postargs=info.get("cflags"), debug=self.debug)
+
+        with ThreadPoolExecutor(build_jobs()) as pool:
+            list(pool.map(compile_one, jobs))  # list(): re-raise the first compile error
+        for name, info in libraries:
+            objects = self.compiler.object_filenames(sorted(info["sources"]),
+                                                     output_dir=self.build_temp)
+            self.compiler.create_static_lib(objects, name, output_dir=self.build_clib,
+                                            debug=self.debug)
+
+
 class BuildExtWithLibs(build_ext):
     """`build_ext` (also `--inplace` and editable installs) builds the kernel libraries first."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = build_jobs()
 
     def run(self):
         if self.distribution.has_c_libraries():
@@ -99,4 +139,4 @@ class BuildExtWithLibs(build_ext):
         super().run()
 
 
-setup(libraries=c_libraries(), ext_modules=extensions(), cmdclass={"build_ext": BuildExtWithLibs})
+setup(libraries=c_libraries(), ext_modules=extensions(), cmdclass={"build_ext": BuildExtWithLibs, "build_clib": ParallelBuildClib})
