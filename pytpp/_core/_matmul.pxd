@@ -11,11 +11,13 @@ cdef extern from "pytpp/gemm_goto.h" nogil:
         const char *name
         int vl
         int nv_main, mr_main
+        int c_first, ftz, bf16_widened, kc_l1_x8, nc_l2_x8
 
     const pytpp_pk_kernels pytpp_mm_f32_ref, pytpp_mm_f32_avx2, pytpp_mm_f32_avx512
     const pytpp_pk_kernels pytpp_mm_f64_ref, pytpp_mm_f64_avx2, pytpp_mm_f64_avx512
     const pytpp_pk_kernels pytpp_mm_bf16_ref, pytpp_mm_bf16_avx2
     const pytpp_pk_kernels pytpp_mm_bf16_avx512, pytpp_mm_bf16_avx512_bf16
+    const pytpp_pk_kernels pytpp_mm_f32_bf16w_avx2
 
     ctypedef struct pytpp_mm_desc:
         int64_t m, n, k
@@ -26,6 +28,7 @@ cdef extern from "pytpp/gemm_goto.h" nogil:
         int64_t mr, nr, vl
         int64_t kc, mc, nc
         int64_t nopack_bytes
+        int bf16_widened
 
     ctypedef struct pytpp_mm_kernels:
         const pytpp_pk_kernels *kp

@@ -56,8 +56,9 @@ cdef int run_blocked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
         raise MemoryError("pytpp.matmul: packing buffer allocation failed")
     return 0
 
-# bf16 kernel choice: 0 auto, 1 ref, 2 avx2 emulation, 3 avx512 emulation, 4 native vdpbf16ps
-BF16_KERNELS = ("auto", "ref", "avx2", "avx512", "avx512_bf16")
+# bf16 kernel choice: 0 auto, 1 ref, 2 avx2 emulation, 3 avx512 emulation, 4 native vdpbf16ps,
+# 5 avx2 fp32 kernels on operands widened while packing (the AVX2 default: fp32 FMA speed)
+BF16_KERNELS = ("auto", "ref", "avx2", "avx512", "avx512_bf16", "avx2_widened")
 cdef bint _has_native_bf16 = _runtime.has_feature("avx512_bf16")
 cdef bint _has_avx512 = "avx512" in _runtime.LEVELS[:_runtime.LEVELS.index(_runtime.best_isa()) + 1]
 cdef bint _has_avx2 = "avx2" in _runtime.LEVELS[:_runtime.LEVELS.index(_runtime.best_isa()) + 1]
@@ -72,6 +73,7 @@ def bf16_kernels_available():
     names = ["ref"]
     if _has_avx2:
         names.append("avx2")
+        names.append("avx2_widened")
     if _has_avx512:
         names.append("avx512")
     if _has_avx512 and _has_native_bf16:
@@ -99,11 +101,11 @@ cdef int select(int dt, int isa, int bf16_kernel, pytpp_mm_kernels *ks) except -
         if isa >= PYTPP_ISA_AVX512:
             bf16_kernel = 4 if _has_native_bf16 else 3
         elif isa >= PYTPP_ISA_AVX2:
-            bf16_kernel = 2
+            bf16_kernel = 5
         else:
             bf16_kernel = 1
     if bf16_kernel == 4 and not (_has_native_bf16 and _has_avx512) or \
-            bf16_kernel == 3 and not _has_avx512 or bf16_kernel == 2 and not _has_avx2:
+            bf16_kernel == 3 and not _has_avx512 or bf16_kernel in (2, 5) and not _has_avx2:
         raise ValueError(f"bf16 kernel {BF16_KERNELS[bf16_kernel]!r} is not available on this CPU")
     if bf16_kernel == 4:
         ks.kp = &pytpp_mm_bf16_avx512_bf16
@@ -111,6 +113,8 @@ cdef int select(int dt, int isa, int bf16_kernel, pytpp_mm_kernels *ks) except -
         ks.kp = &pytpp_mm_bf16_avx512
     elif bf16_kernel == 2:
         ks.kp = &pytpp_mm_bf16_avx2
+    elif bf16_kernel == 5:
+        ks.kp = &pytpp_mm_f32_bf16w_avx2
     else:
         ks.kp = &pytpp_mm_bf16_ref
     return 0
@@ -300,7 +304,7 @@ def blocking(int dt, int isa, int bf16_kernel=0):
     cdef pytpp_mm_blocking bk
     pytpp_mm_blocking_init(&ks, cache_info(), dt, &bk)
     return dict(mr=bk.mr, nr=bk.nr, vl=bk.vl, kc=bk.kc, mc=bk.mc, nc=bk.nc,
-                nopack_bytes=bk.nopack_bytes,
+                nopack_bytes=bk.nopack_bytes, widened=bk.bf16_widened,
                 kernel=ks.kp.name.decode())
 
 
@@ -308,6 +312,7 @@ cdef void to_blocking(dict blk, pytpp_mm_blocking *bk) except *:
     bk.mr, bk.nr, bk.vl = blk["mr"], blk["nr"], blk["vl"]
     bk.kc, bk.mc, bk.nc = blk["kc"], blk["mc"], blk["nc"]
     bk.nopack_bytes = blk.get("nopack_bytes", 0)
+    bk.bf16_widened = blk.get("widened", 0)
 
 
 def packed_size(dict blk, int dt, int64_t k, int64_t n):

@@ -43,6 +43,9 @@ class Harness:
         measured = p[threads][kind] if threads in p else None
         if kind.endswith("_gbs"):  # bandwidth does not scale with cores
             return measured if measured is not None else one
+        if kind == "bf16" and one is None:
+            # no bf16 dot-product instruction: bf16 products run on the fp32 FMAs at best
+            return self.peak("f32", threads)
         if one is None:
             return None
         # Compute scales with cores exactly (PERF-NOTES); a t-thread loop that shared the CPU
@@ -59,24 +62,53 @@ class Harness:
             self.torch.set_num_threads(n)
 
     # ---- timing -----------------------------------------------------------------------
-    def time(self, fn, repeats=None, warmup=3, min_seconds=0.0):
-        """(median, best) seconds of fn() over `repeats` calls after `warmup` calls.
-        Calls that take under ~50 us are batched into loops so timer overhead stays small."""
-        for _ in range(warmup):
-            fn()
-        t0 = time.perf_counter()
-        fn()
-        single = time.perf_counter() - t0
-        inner = max(1, int(5e-5 / max(single, 1e-9)))
-        samples = []
-        repeats = repeats or self.repeats
-        start = time.perf_counter()
-        while len(samples) < repeats or time.perf_counter() - start < min_seconds:
+    @staticmethod
+    def _warm(fn, warmup):
+        """Warm fn up (fewer calls when one call takes seconds); return the seconds of one call."""
+        for i in range(max(warmup, 1)):
             t0 = time.perf_counter()
-            for _ in range(inner):
-                fn()
-            samples.append((time.perf_counter() - t0) / inner)
-        return statistics.median(samples), min(samples)
+            fn()
+            single = time.perf_counter() - t0
+            if single > 0.5:
+                break
+        return single
+
+    @staticmethod
+    def _sample(fn, inner):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        return (time.perf_counter() - t0) / inner
+
+    def time(self, fn, repeats=None, warmup=3, min_seconds=0.0):
+        """(median, best) seconds of fn() over `repeats` calls after `warmup` calls."""
+        return self.time_many([fn], repeats, warmup, min_seconds)[0]
+
+    def time_many(self, fns, repeats=None, warmup=3, min_seconds=0.0, budget=10.0):
+        """[(median, best)] seconds per function, sampled in interleaved rounds (one sample of
+        each function per round): the machine's speed drifts (PERF-NOTES: cores at half speed
+        for a moment), and interleaving makes every function see the same drift, so the ratios
+        printed are fair even when the absolute rates move. A function slow enough to need more
+        than `budget` seconds for its samples stops early (at least 3 samples): a peer running
+        a reference loop (torch bf16 without AVX512_BF16) would otherwise take minutes."""
+        singles = [self._warm(fn, warmup) for fn in fns]
+        # calls under ~50 us are looped in one sample so the timer's overhead stays small
+        inner = [max(1, int(5e-5 / max(t, 1e-9))) for t in singles]
+        caps = [max(3, int(budget / max(t, 1e-9))) for t in singles]
+        repeats = repeats or self.repeats
+        targets = [min(repeats, cap) for cap in caps]
+        samples = [[] for _ in fns]
+        start = time.perf_counter()
+        while True:
+            more_time = time.perf_counter() - start < min_seconds
+            todo = [len(acc) < target or (more_time and len(acc) < cap)
+                    for acc, target, cap in zip(samples, targets, caps)]
+            if not any(todo):
+                break
+            for fn, n, acc, go in zip(fns, inner, samples, todo):
+                if go:
+                    acc.append(self._sample(fn, n))
+        return [(statistics.median(s), min(s)) for s in samples]
 
     # ---- reporting --------------------------------------------------------------------
     def header(self, title):
@@ -88,12 +120,9 @@ class Harness:
         work: flops (unit 'GFLOP/s'/'GOP/s') or bytes (unit 'GB/s') per call.
         Ratio column: pytpp's median rate over this implementation's median rate.
         """
-        results = []
-        for name, fn in impls:
-            if fn is None:
-                continue
-            med, best = self.time(fn)
-            results.append((name, med, best))
+        impls = [(name, fn) for name, fn in impls if fn is not None]
+        timings = self.time_many([fn for _, fn in impls])
+        results = [(name, med, best) for (name, _), (med, best) in zip(impls, timings)]
         peak = self.peak(peak_kind, threads) if peak_kind else None
         base = results[0][1]
         for name, med, best in results:

@@ -140,3 +140,17 @@ def test_bf16_zero_and_nan(rng):
     a[1, 3] = np.nan
     c = pytpp.matmul(a, b)
     assert np.isnan(c[1]).all() and not np.isnan(np.delete(c, 1, 0)).any()
+
+
+@pytest.mark.parametrize("k", [1501, 2048])
+def test_bf16_packed_and_blocked_k_bit_exact(bf16_kernel, threads, k, rng):
+    """k over several kc blocks (odd: padded last pair), n off the register block, stacks: the
+    unpacked product, the PackedMatrix product (kept in bf16 and widened per block by the
+    widening kernels) and the vdpbf16ps chain agree bit for bit."""
+    a, b = rand(rng, (2, 7, k)), rand(rng, (k, 37))
+    c = pytpp.matmul(a, b)
+    np.testing.assert_array_equal(c[1], chain_reference(a[1], b))
+    pb = pytpp.linalg.pack(b)
+    np.testing.assert_array_equal(pytpp.matmul(a, pb), c)
+    big = rand(rng, (300, k))   # enough rows for both threads
+    np.testing.assert_array_equal(pytpp.matmul(big, pb), pytpp.matmul(big, b))

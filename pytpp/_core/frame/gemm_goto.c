@@ -18,6 +18,7 @@
 #include <string.h>
 #include "pytpp/gemm_goto.h"
 #include "pytpp/partition.h"
+#include "pytpp/fpmode.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -29,8 +30,11 @@ typedef struct eng {
     const pytpp_pk_kernels *kp;
     const pytpp_gemm_kernels *kt;   /* no-packing path (f32/f64 only) */
     int dtype;
+    int widen;                   /* bf16 operands widened to fp32 while packing */
     int64_t mr, nr, vl, kstep;   /* kstep: 2 for bf16 (pairs along k), else 1 */
+    size_t in_esz;               /* operand element size as given (bf16: 2) */
     size_t esz, cesz;            /* packed operand and C element sizes */
+    size_t pre_esz;              /* element size of a PackedMatrix (widened: bf16 storage) */
     int64_t kc, mc, nc;
     int64_t nopack_bytes;
 } eng;
@@ -47,18 +51,23 @@ void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *
     const int64_t l1 = ci && ci->l1 > 0 ? ci->l1 : 32 * 1024;
     const int64_t l2 = ci && ci->l2 > 0 ? ci->l2 : 512 * 1024;
     const int64_t l3 = ci && ci->l3 > 0 ? ci->l3 : 8 * 1024 * 1024;
-    const int64_t esz = (int64_t)dtype_size(dtype);
+    const int64_t esz = ks->kp->bf16_widened ? 4 : (int64_t)dtype_size(dtype);
     bk->vl = ks->kp->vl;
     bk->mr = ks->kp->mr_main;
     bk->nr = ks->kp->nv_main * bk->vl;
+    bk->bf16_widened = ks->kp->bf16_widened;
     /* Textbook sizes (eq. 4.1-4.4: A micro-panel in half of L1, B block in half of L2) lose
-     * 5-8% here: every kc block is one more pass of C through memory, while the micro-kernel
-     * needs only ~7 bytes per cycle from L2, which streams it easily. Measured on Zen 4 (32 KiB
-     * L1, 1 MiB L2, 2048^3): best with the A micro-panel at ~1.5x L1 and the B block at ~2x L2
-     * (f32 kc 1024 nc 512: 93% of peak vs 84% at kc 336 nc 384; f64 kc 512 nc 512). */
-    int64_t kc = (3 * l1 / 2) / (bk->mr * esz);
+     * 5-8% on Zen 4's 12-row AVX-512 kernels: every kc block is one more pass of C through
+     * memory, while the micro-kernel needs only ~7 bytes per cycle from L2, which streams it
+     * easily. Measured there (32 KiB L1, 1 MiB L2, 2048^3): best with the A micro-panel at
+     * ~1.5x L1 and the B block at ~2x L2 (f32 kc 1024 nc 512: 93% of peak vs 84% at kc 336 nc
+     * 384; f64 kc 512 nc 512). That is the default; a kernel table measured elsewhere carries
+     * its own shares (Zen 3 AVX2, 6-row blocks: half of L1 and 3/4 of L2, see gemm_goto.h). */
+    const int64_t a_x8 = ks->kp->kc_l1_x8 ? ks->kp->kc_l1_x8 : 12;
+    const int64_t b_x8 = ks->kp->nc_l2_x8 ? ks->kp->nc_l2_x8 : 16;
+    int64_t kc = (a_x8 * l1 / 8) / (bk->mr * esz);
     kc = imax(64, imin(2048, kc / 64 * 64));
-    int64_t nc = (2 * l2) / (kc * esz);
+    int64_t nc = (b_x8 * l2 / 8) / (kc * esz);
     nc = imax(bk->nr, nc / bk->nr * bk->nr);
     /* mc: the A block (mc x kc) takes a quarter of L3 (shared by the cores; eq. 4.4). */
     int64_t mc = (l3 / 4) / (kc * esz);
@@ -76,11 +85,14 @@ static void make_eng(eng *e, const pytpp_mm_kernels *ks, const pytpp_mm_blocking
     e->kp = ks->kp;
     e->kt = dtype == PYTPP_MM_BF16 ? NULL : ks->kt;
     e->dtype = dtype;
+    e->widen = dtype == PYTPP_MM_BF16 && ks->kp->bf16_widened;
     e->mr = bk->mr;
     e->nr = bk->nr;
     e->vl = bk->vl;
     e->kstep = dtype == PYTPP_MM_BF16 ? 2 : 1;
-    e->esz = dtype_size(dtype);
+    e->in_esz = dtype_size(dtype);
+    e->esz = e->widen ? 4 : e->in_esz;
+    e->pre_esz = e->in_esz;
     e->cesz = dtype == PYTPP_F64 ? 8 : 4;
     e->kc = bk->kc;
     e->mc = bk->mc;
@@ -135,6 +147,9 @@ static inline void prefetch_span(const void *p, int64_t bytes)
             } else if (rsa == 1 && mrr == MR && MR == 12) {                                    \
                 for (int64_t p = 0; p < kcb; ++p)                                              \
                     for (int i = 0; i < 12; ++i) dst[p * 12 + i] = src[p * csa + i];           \
+            } else if (rsa == 1 && mrr == MR && MR == 6) {                                     \
+                for (int64_t p = 0; p < kcb; ++p)                                              \
+                    for (int i = 0; i < 6; ++i) dst[p * 6 + i] = src[p * csa + i];             \
             } else if (rsa == 1) {                                                             \
                 for (int64_t p = 0; p < kcb; ++p)                                              \
                     for (int64_t i = 0; i < mrr; ++i) dst[p * MR + i] = src[p * csa + i];      \
@@ -147,25 +162,31 @@ static inline void prefetch_span(const void *p, int64_t bytes)
 DEFINE_PACK_A(pack_a_f32, float)
 DEFINE_PACK_A(pack_a_f64, double)
 
+/* Copies of one panel row, NR elements: constant sizes become vector moves. */
+#define PANEL_ROW_COPY(T, NR, dst, src)                                                        \
+    do {                                                                                       \
+        switch ((NR) * (int64_t)sizeof(T)) {                                                   \
+        case 32: memcpy((dst), (src), 32); break;                                              \
+        case 64: memcpy((dst), (src), 64); break;                                              \
+        case 128: memcpy((dst), (src), 128); break;                                            \
+        default: memcpy((dst), (src), (size_t)(NR) * sizeof(T));                               \
+        }                                                                                      \
+    } while (0)
+
 /* B block k [0, kcb) x columns [0, ncb) into NR-column panels, zero-padded to NR. */
 #define DEFINE_PACK_B(NAME, T)                                                                 \
     static void NAME(const T *b, int64_t rsb, int64_t csb, int64_t kcb, int64_t ncb,           \
                      int64_t NR, T *dst)                                                       \
     {                                                                                          \
-        const int64_t nfull = csb == 1 && (NR == 32 || NR == 16) ? ncb / NR : 0;              \
+        const int64_t nfull = csb == 1 ? ncb / NR : 0;                                         \
         if (nfull) { /* B rows read front to back, one write stream per panel */               \
             for (int64_t p = 0; p < kcb; ++p) {                                                \
                 const T *row = b + p * rsb;                                                    \
                 T *d = dst + p * NR;                                                           \
                 if (p + PACK_PF_ROWS < kcb)                                                    \
                     prefetch_span(row + PACK_PF_ROWS * rsb, nfull * NR * (int64_t)sizeof(T));  \
-                /* constant-size copies: vector moves (element loops stay scalar: aliasing) */ \
-                if (NR == 32)                                                                  \
-                    for (int64_t q = 0; q < nfull; ++q)                                        \
-                        memcpy(d + q * 32 * kcb, row + q * 32, 32 * sizeof(T));                \
-                else                                                                           \
-                    for (int64_t q = 0; q < nfull; ++q)                                        \
-                        memcpy(d + q * 16 * kcb, row + q * 16, 16 * sizeof(T));                \
+                for (int64_t q = 0; q < nfull; ++q)                                            \
+                    PANEL_ROW_COPY(T, NR, d + q * NR * kcb, row + q * NR);                     \
             }                                                                                  \
             dst += nfull * NR * kcb;                                                           \
         }                                                                                      \
@@ -280,11 +301,97 @@ static void pack_b_bf16(const uint16_t *b, int64_t rsb, int64_t csb, int64_t kcb
     }
 }
 
+/* ---- widened bf16: fp32 panels in vdpbf16ps order (gemm_goto.h) ---------------------------- */
+
+static inline float bf16_bits_to_f32(uint32_t hi_bits)
+{
+    float f;
+    memcpy(&f, &hi_bits, 4);
+    return f;
+}
+#define BF16_WIDEN(h) bf16_bits_to_f32((uint32_t)(h) << 16)
+#define BF16_KEEP(h) (h)
+
+/* A block into MR-row fp32 panels, k padded to even, each pair's odd element first. */
+static void pack_a_bf16w(const uint16_t *a, int64_t rsa, int64_t csa, int64_t mcb, int64_t kcb,
+                         int64_t MR, float *dst)
+{
+    const int64_t kcp = rup(kcb, 2), kq = kcb / 2;
+    for (int64_t r = 0; r < mcb; r += MR, dst += MR * kcp) {
+        const int64_t mrr = imin(MR, mcb - r);
+        for (int64_t i = 0; i < mrr; ++i) {
+            const uint16_t *row = a + (r + i) * rsa;
+            float *d = dst + i;
+            if (csa == 1) {
+                for (int64_t q = 0; q < kq; ++q) { /* one 32-bit word: even | odd << 16 */
+                    uint32_t w;
+                    memcpy(&w, row + 2 * q, 4);
+                    d[2 * q * MR] = bf16_bits_to_f32(w & 0xFFFF0000u);
+                    d[(2 * q + 1) * MR] = bf16_bits_to_f32(w << 16);
+                }
+            } else {
+                for (int64_t q = 0; q < kq; ++q) {
+                    d[2 * q * MR] = BF16_WIDEN(row[(2 * q + 1) * csa]);
+                    d[(2 * q + 1) * MR] = BF16_WIDEN(row[2 * q * csa]);
+                }
+            }
+            if (kcb & 1) {
+                d[(kcb - 1) * MR] = 0.0f;
+                d[kcb * MR] = BF16_WIDEN(row[(kcb - 1) * csa]);
+            }
+        }
+    }
+}
+
+/* B block into NR-column panels with k rows pair-swapped (row p' holds k row p' ^ 1), k padded
+ * to even, columns zero-padded: fp32 (CONV = BF16_WIDEN) for a call's packing buffer, bf16
+ * (CONV = BF16_KEEP) for a PackedMatrix. Rows are read front to back. */
+#define DEFINE_PACK_B_PAIRSWAP(NAME, OUT_T, CONV)                                              \
+    static void NAME(const uint16_t *b, int64_t rsb, int64_t csb, int64_t kcb, int64_t ncb,    \
+                     int64_t NR, OUT_T *dst)                                                   \
+    {                                                                                          \
+        const int64_t kcp = rup(kcb, 2), npan = cdiv(ncb, NR);                                 \
+        for (int64_t p = 0; p < kcp; ++p) {                                                    \
+            const int64_t src_p = p ^ 1;                                                       \
+            OUT_T *d = dst + p * NR;                                                           \
+            if (src_p >= kcb) {                                                                \
+                for (int64_t t = 0; t < npan; ++t)                                             \
+                    for (int64_t j = 0; j < NR; ++j) d[t * NR * kcp + j] = 0;                  \
+                continue;                                                                      \
+            }                                                                                  \
+            const uint16_t *row = b + src_p * rsb;                                             \
+            if (src_p + PACK_PF_ROWS < kcb && csb == 1)                                        \
+                prefetch_span(row + PACK_PF_ROWS * rsb, ncb * 2);                              \
+            for (int64_t t = 0; t < npan; ++t) {                                               \
+                const int64_t nrr = imin(NR, ncb - t * NR);                                    \
+                const uint16_t *s = row + t * NR * csb;                                        \
+                OUT_T *o = d + t * NR * kcp;                                                   \
+                if (csb == 1 && nrr == NR && NR == 16) {                                       \
+                    for (int j = 0; j < 16; ++j) o[j] = CONV(s[j]);                            \
+                } else if (csb == 1) {                                                         \
+                    for (int64_t j = 0; j < nrr; ++j) o[j] = CONV(s[j]);                       \
+                } else {                                                                       \
+                    for (int64_t j = 0; j < nrr; ++j) o[j] = CONV(s[j * csb]);                 \
+                }                                                                              \
+                for (int64_t j = nrr; j < NR; ++j) o[j] = 0;                                   \
+            }                                                                                  \
+        }                                                                                      \
+    }
+DEFINE_PACK_B_PAIRSWAP(pack_b_bf16w, float, BF16_WIDEN)
+DEFINE_PACK_B_PAIRSWAP(pack_b_bf16s, uint16_t, BF16_KEEP)
+
+/* A PackedMatrix block (bf16, pair-swapped panels) into the fp32 buffer the kernels read. */
+static void widen_block(const uint16_t *src, int64_t count, float *dst)
+{
+    for (int64_t i = 0; i < count; ++i) dst[i] = BF16_WIDEN(src[i]);
+}
+
 static void pack_a(const eng *e, const char *a, int64_t rsa, int64_t csa, int64_t mcb,
                    int64_t kcb, void *dst)
 {
     if (e->dtype == PYTPP_F32) pack_a_f32((const float *)a, rsa, csa, mcb, kcb, e->mr, dst);
     else if (e->dtype == PYTPP_F64) pack_a_f64((const double *)a, rsa, csa, mcb, kcb, e->mr, dst);
+    else if (e->widen) pack_a_bf16w((const uint16_t *)a, rsa, csa, mcb, kcb, e->mr, dst);
     else pack_a_bf16((const uint16_t *)a, rsa, csa, mcb, kcb, e->mr, dst);
 }
 
@@ -293,6 +400,7 @@ static void pack_b(const eng *e, const char *b, int64_t rsb, int64_t csb, int64_
 {
     if (e->dtype == PYTPP_F32) pack_b_f32((const float *)b, rsb, csb, kcb, ncb, e->nr, dst);
     else if (e->dtype == PYTPP_F64) pack_b_f64((const double *)b, rsb, csb, kcb, ncb, e->nr, dst);
+    else if (e->widen) pack_b_bf16w((const uint16_t *)b, rsb, csb, kcb, ncb, e->nr, dst);
     else pack_b_bf16((const uint16_t *)b, rsb, csb, kcb, ncb, e->nr, dst);
 }
 
@@ -305,8 +413,8 @@ static inline void run_tile(const eng *e, int64_t kcb, const void *ap, const voi
     const int64_t nv = cdiv(ncols, e->vl);
     const int64_t n_last = ncols - (nv - 1) * e->vl;
     const int masked = n_last != e->vl;
-    e->kp->ukr[nv - 1][mr - 1][masked](e->kstep == 2 ? cdiv(kcb, 2) : kcb, ap, bp, c, ldc,
-                                       accumulate, n_last);
+    const int64_t kd = e->kstep == 1 ? kcb : e->widen ? rup(kcb, 2) : cdiv(kcb, 2);
+    e->kp->ukr[nv - 1][mr - 1][masked](kd, ap, bp, c, ldc, accumulate, n_last);
 }
 
 static inline void prefetch_c(const char *c, int64_t ldc_bytes, int64_t rows, int64_t bytes)
@@ -334,7 +442,26 @@ static void buffer_sizes(const eng *e, const pytpp_mm_desc *d, int64_t m, int64_
 {
     const int64_t kcp = rup(imin(e->kc, d->k), e->kstep);
     *abytes = (size_t)(rup(imin(e->mc, m), e->mr) * kcp) * e->esz;
-    *bbytes = prepacked ? 0 : (size_t)(rup(imin(e->nc, n), e->nr) * kcp) * e->esz;
+    /* a widened PackedMatrix is widened block by block into the B buffer */
+    *bbytes = prepacked && !e->widen ? 0 : (size_t)(rup(imin(e->nc, n), e->nr) * kcp) * e->esz;
+}
+
+/* The B block of (pc, jc): pre-packed (widened into bbuf if need be) or packed into bbuf. */
+static const char *b_block(const job *jb, int64_t pc, int64_t kcb, int64_t jc, int64_t ncb,
+                           char *bbuf)
+{
+    const eng *e = jb->e;
+    const pytpp_mm_desc *d = jb->d;
+    const int64_t kcp = rup(kcb, e->kstep);
+    if (jb->bpre) {
+        const char *pre = jb->bpre + (pc * jb->npad + jc * kcp) * (int64_t)e->pre_esz;
+        if (!e->widen) return pre;
+        widen_block((const uint16_t *)pre, cdiv(ncb, e->nr) * e->nr * kcp, (float *)bbuf);
+        return bbuf;
+    }
+    pack_b(e, jb->b + (pc * d->rsb + jc * d->csb) * (int64_t)e->in_esz, d->rsb, d->csb, kcb, ncb,
+           bbuf);
+    return bbuf;
 }
 
 static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t n1, char *abuf,
@@ -343,7 +470,7 @@ static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t
     const eng *e = jb->e;
     const pytpp_mm_desc *d = jb->d;
     const int64_t k = d->k, ldc = d->ldc;
-    const size_t esz = e->esz, cesz = e->cesz;
+    const int64_t esz = (int64_t)e->esz, in_esz = (int64_t)e->in_esz, cesz = (int64_t)e->cesz;
     const int64_t MR = e->mr, NR = e->nr;
     /* balanced block sizes: the last block is not a sliver */
     const int64_t kc = jb->bpre ? e->kc : rup(cdiv(k, cdiv(k, e->kc)), e->kstep);
@@ -354,32 +481,23 @@ static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t
         for (int64_t pc = 0; pc < k; pc += kc) {
             const int64_t kcb = imin(kc, k - pc);
             const int64_t kcp = rup(kcb, e->kstep);
-            pack_a(e, jb->a + (ic * d->rsa + pc * d->csa) * (int64_t)esz, d->rsa, d->csa, mcb,
-                   kcb, abuf);
+            const char *a_blk = jb->a + (ic * d->rsa + pc * d->csa) * in_esz;
+            pack_a(e, a_blk, d->rsa, d->csa, mcb, kcb, abuf);
             for (int64_t jc = n0; jc < n1; jc += nc) {
                 const int64_t ncb = imin(nc, n1 - jc);
-                const char *bblk;
-                if (jb->bpre) {
-                    bblk = jb->bpre + (pc * jb->npad + jc * kcp) * (int64_t)esz;
-                } else {
-                    pack_b(e, jb->b + (pc * d->rsb + jc * d->csb) * (int64_t)esz, d->rsb, d->csb,
-                           kcb, ncb, bbuf);
-                    bblk = bbuf;
-                }
+                const char *bblk = b_block(jb, pc, kcb, jc, ncb, bbuf);
                 for (int64_t ir = 0; ir < mcb; ir += MR) {
                     const int64_t mrr = imin(MR, mcb - ir);
-                    const char *ap = abuf + ir * kcp * (int64_t)esz;
-                    char *crow = jb->c + ((ic + ir) * ldc + jc) * (int64_t)cesz;
+                    const char *ap = abuf + ir * kcp * esz;
+                    char *crow = jb->c + ((ic + ir) * ldc + jc) * cesz;
                     for (int64_t jr = 0; jr < ncb; jr += NR) {
                         const int64_t ncols = imin(NR, ncb - jr);
-                        char *cp = crow + jr * (int64_t)cesz;
-                        /* the kernel reads C only at its end (f32/f64) or start (bf16): fetch the
-                         * next tile's rows while this one computes */
+                        char *cp = crow + jr * cesz;
+                        /* the kernel reads C only at its end (or start: C-first kernels): fetch
+                         * the next tile's rows while this one computes */
                         if (jr + NR < ncb)
-                            prefetch_c(cp + NR * (int64_t)cesz, ldc * (int64_t)cesz, mrr,
-                                       imin(NR, ncb - jr - NR) * (int64_t)cesz);
-                        run_tile(e, kcb, ap, bblk + jr * kcp * (int64_t)esz, cp, ldc, mrr, ncols,
-                                 pc > 0);
+                            prefetch_c(cp + NR * cesz, ldc * cesz, mrr, imin(NR, ncb - jr - NR) * cesz);
+                        run_tile(e, kcb, ap, bblk + jr * kcp * esz, cp, ldc, mrr, ncols, pc > 0);
                     }
                 }
             }
@@ -393,7 +511,7 @@ static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t
 static int use_nopack(const eng *e, const pytpp_mm_desc *d)
 {
     if (!e->kt || d->csb != 1) return 0;
-    const double bytes = ((double)d->m * (double)d->k + (double)d->k * (double)d->n) * (double)e->esz;
+    const double bytes = ((double)d->m * (double)d->k + (double)d->k * (double)d->n) * (double)e->in_esz;
     const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
     return bytes <= (double)e->nopack_bytes || flops <= 2.0 * 64 * 64 * 64;
 }
@@ -488,7 +606,9 @@ static int run_goto(const eng *e, const job *jb, int nthreads)
             } else {
                 char *abuf = (char *)(((uintptr_t)base + 63) & ~(uintptr_t)63);
                 char *bbuf = abuf + rup((int64_t)abytes, 64);
+                const unsigned fp_mode = e->kp->ftz ? pytpp_ftz_enter() : 0;
                 goto_rect(jb, m0, m1, n0, n1, abuf, bbytes ? bbuf : NULL);
+                if (e->kp->ftz) pytpp_ftz_leave(fp_mode);
             }
             free(own);
         }
@@ -558,7 +678,7 @@ int pytpp_matmul_batch(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci,
     pytpp_mm_blocking_init(ks, ci, d->dtype, &bk);
     eng e;
     make_eng(&e, ks, &bk, d->dtype);
-    const int64_t ea = (int64_t)e.esz, ec = (int64_t)e.cesz;
+    const int64_t ea = (int64_t)e.in_esz, ec = (int64_t)e.cesz;
     const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
     /* each product big enough for all threads: one after another */
     if (nthreads <= 1 || flops >= 4.0 * MM_PAR_MIN_FLOPS || count == 1) {
@@ -600,8 +720,12 @@ void pytpp_mm_pack_b_full(const pytpp_mm_blocking *bk, int dtype, int64_t k, int
     #pragma omp parallel for num_threads(nthreads) schedule(static) if (nthreads > 1 && k * n > (1 << 16))
     for (int64_t t = 0; t < nblocks; ++t) {
         const int64_t pc = t * bk->kc, kcb = imin(bk->kc, k - pc);
-        pack_b(&e, (const char *)b + pc * rsb * esz, rsb, csb, kcb, n,
-               (char *)packed + pc * npad * esz);
+        const char *src = (const char *)b + pc * rsb * esz;
+        char *dst = (char *)packed + pc * npad * esz;
+        if (dtype == PYTPP_MM_BF16 && bk->bf16_widened) /* kept in bf16, widened per block */
+            pack_b_bf16s((const uint16_t *)src, rsb, csb, kcb, n, bk->nr, (uint16_t *)dst);
+        else
+            pack_b(&e, src, rsb, csb, kcb, n, dst);
     }
 }
 
@@ -613,7 +737,7 @@ int pytpp_matmul_prepacked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *
     if (!valid_kernels(ks, d->dtype)) return -2;
     eng e;
     make_eng(&e, ks, bk, d->dtype);
-    const int64_t ea = (int64_t)e.esz, ec = (int64_t)e.cesz;
+    const int64_t ea = (int64_t)e.in_esz, ec = (int64_t)e.cesz;
     int err = 0;
     for (int64_t l = 0; l < count && !err; ++l) {
         char *cl = (char *)c + off_c[l] * ec;

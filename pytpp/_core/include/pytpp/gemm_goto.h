@@ -12,7 +12,10 @@
  *   B block (kc x nc): panels of NR columns (zero-padded); f32/f64 element (p, j) at p*NR + j;
  *                      bf16 VNNI pairs: (p/2)*2*NR + 2*j + p%2, k padded to even with zeros.
  *   Whole packed B (PackedMatrix): kc-block t starts at t*kc*npad (npad = n rounded up to NR),
- *   its panel q at + q*NR*kcp (kcp = block depth rounded up to even for bf16). */
+ *   its panel q at + q*NR*kcp (kcp = block depth rounded up to even for bf16).
+ *   Widened bf16 kernels: panels as for f32 with each k pair swapped (row p' = 2q holds k row
+ *   2q+1, p' = 2q+1 holds 2q); blocks packed per call are fp32, a PackedMatrix keeps the same
+ *   layout in bf16 (half the memory) and is widened one block at a time. */
 #ifndef PYTPP_GEMM_GOTO_H
 #define PYTPP_GEMM_GOTO_H
 
@@ -42,12 +45,23 @@ typedef struct pytpp_pk_kernels {
     int vl;                        /* C (fp32/fp64) lanes per vector */
     int nv_main, mr_main;          /* main register block: mr_main x nv_main vectors */
     pytpp_pk_ukr_fn ukr[PYTPP_PK_NV_MAX][PYTPP_PK_MR_MAX][2]; /* [nv-1][mr-1][masked] */
+    int c_first;                   /* accumulating calls start their FMA chains from C */
+    int ftz;                       /* run under MXCSR DAZ+FTZ (the driver sets it per thread) */
+    int bf16_widened;              /* bf16 operands packed as fp32 in vdpbf16ps order (below) */
+    int kc_l1_x8, nc_l2_x8;        /* cache blocks: A micro-panel (MR x kc) and B block (kc x nc)
+                                    * in eighths of L1 / L2 (0: the Zen 4 defaults, 12 and 16) */
 } pytpp_pk_kernels;
+
+/* Widened bf16 (AVX2): fp32 kernels on bf16 operands widened (exactly) while packing, k padded to
+ * even and each k pair stored odd element first. A C-first FMA chain over that order under
+ * DAZ+FTZ is, per output, the sequence vdpbf16ps performs: the same bits as the native and the
+ * emulated kernels, at the fp32 kernels' speed. */
 
 extern const pytpp_pk_kernels pytpp_mm_f32_ref, pytpp_mm_f32_avx2, pytpp_mm_f32_avx512;
 extern const pytpp_pk_kernels pytpp_mm_f64_ref, pytpp_mm_f64_avx2, pytpp_mm_f64_avx512;
 extern const pytpp_pk_kernels pytpp_mm_bf16_ref, pytpp_mm_bf16_avx2, pytpp_mm_bf16_avx512,
     pytpp_mm_bf16_avx512_bf16;
+extern const pytpp_pk_kernels pytpp_mm_f32_bf16w_avx2;
 
 typedef struct pytpp_mm_desc {
     int64_t m, n, k;
@@ -60,6 +74,7 @@ typedef struct pytpp_mm_blocking {
     int64_t mr, nr, vl;            /* register block */
     int64_t kc, mc, nc;            /* cache blocks: kc x mc A block (L1 panel), kc x nc B (L2) */
     int64_t nopack_bytes;          /* A + B at most this big: no packing (f32/f64) */
+    int bf16_widened;              /* bf16 on widening kernels (PackedMatrix layout differs) */
 } pytpp_mm_blocking;
 
 /* Kernels for one call: packed-panel kernels (every dtype) and, for f32/f64, the engine's

@@ -6,4 +6,5 @@
 #define PK_MR_MAIN 6
 #define PK_NV_MAIN 2
 #endif
+#include "pytpp/gemm_avx2_blocks.h"
 #include "pytpp/gemm_packed.inc"
