@@ -29,6 +29,7 @@ class Harness:
         self.torch = optional_import("torch")
         self._peaks = None
         self.rows = []
+        self.nthreads = 1
 
     # ---- machine limits -------------------------------------------------------------
     def peaks(self):
@@ -56,6 +57,7 @@ class Harness:
     def set_threads(self, n):
         """Same thread count for pytpp, numpy's BLAS and torch."""
         pytpp.set_num_threads(n)
+        self.nthreads = n
         from threadpoolctl import threadpool_limits
         self._limits = threadpool_limits(n, user_api="blas")
         if self.torch is not None:
@@ -97,6 +99,12 @@ class Harness:
         caps = [max(3, int(budget / max(t, 1e-9))) for t in singles]
         repeats = repeats or self.repeats
         targets = [min(repeats, cap) for cap in caps]
+        # Threaded peers keep their worker threads spinning for a while after a call (OpenBLAS
+        # for up to ~0.1 s), which steals a core from whoever runs next: with several threads,
+        # each round takes a block of samples per function after a pause that lets the other
+        # library's pool go to sleep (its first sample, taken while waking up, is dropped).
+        threaded = self.nthreads > 1 and len(fns) > 1
+        block, settle = (5, 0.15) if threaded else (1, 0.0)
         samples = [[] for _ in fns]
         start = time.perf_counter()
         while True:
@@ -106,7 +114,12 @@ class Harness:
             if not any(todo):
                 break
             for fn, n, acc, go in zip(fns, inner, samples, todo):
-                if go:
+                if not go:
+                    continue
+                if threaded:
+                    time.sleep(settle)
+                    self._sample(fn, n)
+                for _ in range(block):
                     acc.append(self._sample(fn, n))
         return [(statistics.median(s), min(s)) for s in samples]
 

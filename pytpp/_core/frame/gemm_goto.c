@@ -75,9 +75,9 @@ void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *
     bk->kc = kc;
     bk->nc = nc;
     bk->mc = mc;
-    /* Without packing the kernels read A and B in place: fine while both stay in L2 (measured:
-     * the no-packing path beats packing up to 256^3 f64 / 384^3 f32 on a 1 MiB L2). */
-    bk->nopack_bytes = l2;
+    /* Without packing the kernels read A and B in place: fine while both stay in L2 (measured on
+     * Zen 4: the no-packing path beats packing up to 256^3 f64 / 384^3 f32 on a 1 MiB L2). */
+    bk->nopack_bytes = ks->kp->nopack_l2_x8 ? ks->kp->nopack_l2_x8 * l2 / 8 : l2;
 }
 
 static void make_eng(eng *e, const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk, int dtype)

@@ -50,6 +50,8 @@ typedef struct pytpp_pk_kernels {
     int bf16_widened;              /* bf16 operands packed as fp32 in vdpbf16ps order (below) */
     int kc_l1_x8, nc_l2_x8;        /* cache blocks: A micro-panel (MR x kc) and B block (kc x nc)
                                     * in eighths of L1 / L2 (0: the Zen 4 defaults, 12 and 16) */
+    int nopack_l2_x8;              /* no packing while A + B take at most this many eighths of L2
+                                    * (0: the Zen 4 default, all of L2) */
 } pytpp_pk_kernels;
 
 /* Widened bf16 (AVX2): fp32 kernels on bf16 operands widened (exactly) while packing, k padded to
