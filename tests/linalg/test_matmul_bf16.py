@@ -154,3 +154,27 @@ def test_bf16_packed_and_blocked_k_bit_exact(bf16_kernel, threads, k, rng):
     np.testing.assert_array_equal(pytpp.matmul(a, pb), c)
     big = rand(rng, (300, k))   # enough rows for both threads
     np.testing.assert_array_equal(pytpp.matmul(big, pb), pytpp.matmul(big, b))
+
+
+def test_bf16_all_loops_with_tiny_blocks(bf16_kernel, threads, rng):
+    """Every loop of the five iterates several times with partial last blocks (k odd), for packing
+    per call and for a PackedMatrix layout (kept in bf16 and widened per block where the kernels
+    widen): the bits stay those of the vdpbf16ps chain."""
+    kern = _cm.BF16_KERNELS.index(bf16_kernel)
+    level = pytpp._config.LEVELS.index(pytpp.get_isa())
+    blk = _cm.blocking(_cm.DT_BF16, level, kern)
+    blk.update(kc=16, mc=3 * blk["mr"], nc=2 * blk["nr"])
+    m, n, k = 5 * blk["mr"] + 3, 7 * blk["nr"] + 5, 71
+    a, b = rand(rng, (m, k)), rand(rng, (k, n))
+    ref = chain_reference(a, b)
+    au, bu = a.view(np.uint16), b.view(np.uint16)
+    for x, y in [(au, bu), (np.asfortranarray(au), bu[:, ::-1][:, ::-1])]:
+        c = np.empty((m, n), np.float32)
+        _cm.gemm_blocked(x, y, c, _cm.DT_BF16, level, blk, kern)
+        np.testing.assert_array_equal(c, ref)
+    packed = np.empty(_cm.packed_size(blk, _cm.DT_BF16, k, n), np.uint16)
+    _cm.pack_b(blk, _cm.DT_BF16, bu, packed)
+    c = np.empty((m, n), np.float32)
+    zero = np.zeros(1, np.int64)
+    _cm.gemm_prepacked(au, packed, n, c, zero, zero, blk, _cm.DT_BF16, level, kern)
+    np.testing.assert_array_equal(c, ref)

@@ -319,6 +319,26 @@ static void pack_a_bf16w(const uint16_t *a, int64_t rsa, int64_t csa, int64_t mc
     const int64_t kcp = rup(kcb, 2), kq = kcb / 2;
     for (int64_t r = 0; r < mcb; r += MR, dst += MR * kcp) {
         const int64_t mrr = imin(MR, mcb - r);
+        if (csa == 1 && mrr == MR && (MR == 6 || MR == 12)) {
+            /* full panel: per k pair one 32-bit word of each row, two whole fp32 panel rows out */
+            const uint16_t *rows[12];
+            for (int64_t i = 0; i < MR; ++i) rows[i] = a + (r + i) * rsa;
+            for (int64_t q = 0; q < kq; ++q) {
+                float *d = dst + 2 * q * MR;
+                for (int64_t i = 0; i < MR; ++i) {
+                    uint32_t w;
+                    memcpy(&w, rows[i] + 2 * q, 4);
+                    d[i] = bf16_bits_to_f32(w & 0xFFFF0000u);
+                    d[MR + i] = bf16_bits_to_f32(w << 16);
+                }
+            }
+            if (kcb & 1)
+                for (int64_t i = 0; i < MR; ++i) {
+                    dst[(kcb - 1) * MR + i] = 0.0f;
+                    dst[kcb * MR + i] = BF16_WIDEN(rows[i][kcb - 1]);
+                }
+            continue;
+        }
         for (int64_t i = 0; i < mrr; ++i) {
             const uint16_t *row = a + (r + i) * rsa;
             float *d = dst + i;
