@@ -22,9 +22,11 @@ cdef extern from "pytpp/smallgemm.h" nogil:
         int64_t rsc, csc
         double alpha, beta
         int64_t nvec, n_ib, n_jb, n_last
+        int tail
         int64_t mr, nfull, nshort
         int64_t per_chunk
         int pf
+        int64_t pfd
         double flops
         int64_t bytes
         double cost
@@ -46,5 +48,6 @@ cdef extern from "pytpp/smallgemm.h" nogil:
 
     const pytpp_smm_kernels pytpp_smm_f64_ref, pytpp_smm_f32_ref
     const pytpp_smm_kernels pytpp_smm_f64_avx2, pytpp_smm_f32_avx2
+    const pytpp_smm_kernels pytpp_smm_f64_avx2x, pytpp_smm_f32_avx2x
     const pytpp_smm_kernels pytpp_smm_f64_avx512, pytpp_smm_f32_avx512
     const pytpp_smm_kernels pytpp_smm_f64_avx512y, pytpp_smm_f32_avx512y
