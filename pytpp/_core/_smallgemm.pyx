@@ -72,10 +72,10 @@ cdef inline int dtype_code(int typenum) noexcept:
 
 cdef void make_plan(pytpp_smm_plan *p, int isa, int dt, int64_t m, int64_t n, int64_t k,
                     int64_t rsa, int64_t csa, int64_t rsb, int64_t csb, int64_t rsc, int64_t csc,
-                    double alpha, double beta, int allow_copies=1) noexcept nogil:
+                    double alpha, double beta, int flags=PYTPP_SMM_ALLOW_COPIES) noexcept nogil:
     cdef int force = _force_flavour if _force_flavour < _ntables[isa] else -1
     pytpp_smm_plan_make(p, _tables[isa][dt], _ntables[isa], force, dt, m, n, k,
-                        rsa, csa, rsb, csb, rsc, csc, alpha, beta, allow_copies)
+                        rsa, csa, rsb, csb, rsc, csc, alpha, beta, flags)
     if _chunk > 0:
         p.per_chunk = _chunk
     if _force_pf >= 0:
@@ -155,7 +155,7 @@ def indexed_matmul(cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, cnp.ndarray a_in
     cdef int err = 0
     make_plan(&p, active_isa(), dt, m, n, k, a.strides[1] // esz, a.strides[2] // esz,
               b.strides[1] // esz, b.strides[2] // esz, c.strides[1] // esz, c.strides[2] // esz,
-              alpha, 1.0, 0)
+              alpha, 1.0, PYTPP_SMM_REDUCTION)
     if p.pack_b or p.scratch_c:
         return False
     cdef const void *pa = cnp.PyArray_DATA(a)

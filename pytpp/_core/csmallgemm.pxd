@@ -31,11 +31,15 @@ cdef extern from "pytpp/smallgemm.h" nogil:
         int64_t bytes
         double cost
 
+    enum pytpp_smm_plan_flags:
+        PYTPP_SMM_ALLOW_COPIES
+        PYTPP_SMM_REDUCTION
+
     void pytpp_smm_plan_make(pytpp_smm_plan *p, const pytpp_smm_kernels *const *tables,
                              int ntables, int force, int dtype, int64_t m, int64_t n, int64_t k,
                              int64_t rsa, int64_t csa, int64_t rsb, int64_t csb,
                              int64_t rsc, int64_t csc, double alpha, double beta,
-                             int allow_copies)
+                             int flags)
     size_t pytpp_smm_scratch_bytes(const pytpp_smm_plan *p)
     void pytpp_smm_run1(const pytpp_smm_plan *p, const void *a, const void *b, void *c,
                         void *scratch)

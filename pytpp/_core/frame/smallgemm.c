@@ -101,11 +101,12 @@ static double kstep_avx2(const pytpp_smm_kernels *kt, int64_t mr, int64_t nv)
 /* Cycles per product of the AVX2 blocking (n_jb column blocks, n_ib row blocks, near-equal):
  * per register block its k steps, its stores and a few cycles of loop; a masked tail (slow
  * vmaskmov on AMD) adds per row a masked store and per k step a masked load; several column
- * blocks run one kernel call per product and block. */
+ * blocks run one kernel call per product and block. In a reduction (DBCSR groups) a block's
+ * stores and loop happen once per group of products: only the k steps count. */
 static double cost_avx2(const pytpp_smm_kernels *kt, int64_t m, int64_t k, int64_t nvec,
-                        int64_t n_jb, int64_t n_ib, int tail)
+                        int64_t n_jb, int64_t n_ib, int tail, int reduction)
 {
-    double cost = n_jb > 1 ? 25.0 * (double)n_jb : 0.0;
+    double cost = n_jb > 1 && !reduction ? 25.0 * (double)n_jb : 0.0;
     for (int64_t jb = 0; jb < n_jb; ++jb) {
         int64_t v0, nv;
         split(nvec, n_jb, jb, &v0, &nv);
@@ -113,8 +114,8 @@ static double cost_avx2(const pytpp_smm_kernels *kt, int64_t m, int64_t k, int64
         for (int64_t ib = 0; ib < n_ib; ++ib) {
             int64_t i0, mr;
             split(m, n_ib, ib, &i0, &mr);
-            cost += (double)k * (kstep_avx2(kt, mr, nv) + (masked ? 0.5 : 0.0)) +
-                    0.5 * (double)(mr * nv) + 5.0 + (masked ? 6.0 * (double)mr : 0.0);
+            cost += (double)k * (kstep_avx2(kt, mr, nv) + (masked ? 0.5 : 0.0));
+            if (!reduction) cost += 0.5 * (double)(mr * nv) + 5.0 + (masked ? 6.0 * (double)mr : 0.0);
         }
     }
     return cost;
@@ -125,7 +126,7 @@ static int tail_kind(const pytpp_smm_kernels *kt, int64_t n, int64_t nvec, int64
 
 /* The cheapest blocking of an m x n x k product for table `kt` under its cost model. */
 static int best_blocking(const pytpp_smm_kernels *kt, int64_t m, int64_t n, int64_t k, int esz,
-                         double beta, blocking *out)
+                         double beta, int reduction, blocking *out)
 {
     int found = 0;
     const int64_t kk = k > 0 ? k : 1;
@@ -150,7 +151,8 @@ static int best_blocking(const pytpp_smm_kernels *kt, int64_t m, int64_t n, int6
         /* fewest row blocks, or up to two more of fewer rows (sometimes faster) */
         const int64_t ib_min = cdiv(m, kt->mr_max[widest]);
         for (int64_t n_ib = ib_min; n_ib <= ib_min + 2 && n_ib <= m; ++n_ib) {
-            const blocking b = {nvec, n_jb, n_ib, cost_avx2(kt, m, kk, nvec, n_jb, n_ib, tail)};
+            const blocking b = {nvec, n_jb, n_ib,
+                                cost_avx2(kt, m, kk, nvec, n_jb, n_ib, tail, reduction)};
             if (!found || b.cost < out->cost) {
                 *out = b;
                 found = 1;
@@ -184,7 +186,7 @@ static int64_t pf_distance(const pytpp_smm_plan *p)
 void pytpp_smm_plan_make(pytpp_smm_plan *p, const pytpp_smm_kernels *const *tables, int ntables,
                          int force, int dtype, int64_t m, int64_t n, int64_t k,
                          int64_t rsa, int64_t csa, int64_t rsb, int64_t csb,
-                         int64_t rsc, int64_t csc, double alpha, double beta, int allow_copies)
+                         int64_t rsc, int64_t csc, double alpha, double beta, int flags)
 {
     memset(p, 0, sizeof(*p));
     p->dtype = dtype;
@@ -209,10 +211,11 @@ void pytpp_smm_plan_make(pytpp_smm_plan *p, const pytpp_smm_kernels *const *tabl
         for (int t = 0; t < ntables; ++t) {
             if (force >= 0 && t != force) continue;
             blocking bl = {0, 0, 0, 0.0};
-            if (!best_blocking(tables[t], mm, nn, k, p->esz, beta, &bl)) continue;
+            if (!best_blocking(tables[t], mm, nn, k, p->esz, beta, flags & PYTPP_SMM_REDUCTION, &bl))
+                continue;
             double cost = bl.cost + (pack_b ? 2.0 * (double)(k * nn) : 0.0) +
                           (scratch_c ? (beta != 0.0 ? 4.0 : 2.0) * (double)(mm * nn) : 0.0);
-            if (!allow_copies && (pack_b || scratch_c)) cost += 1e30;
+            if (!(flags & PYTPP_SMM_ALLOW_COPIES) && (pack_b || scratch_c)) cost += 1e30;
             if (best < 0 || cost < best) {
                 best = cost;
                 p->cost = cost;

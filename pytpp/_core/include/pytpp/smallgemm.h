@@ -99,12 +99,16 @@ typedef struct pytpp_smm_plan {
 /* Fill `p` for C[m x n] = alpha * A[m x k] B[k x n] + beta * C with the given element strides.
  * `tables` lists the candidate kernel tables of the active ISA (e.g. zmm and ymm flavours);
  * the plan takes the one its cost model prefers (force >= 0 picks tables[force]).
- * allow_copies == 0 prefers any layout that needs no scratch copy (a plan that still has
- * pack_b or scratch_c set then means none exists). */
+ * flags (an int, for compatibility 0 or 1 as before): PYTPP_SMM_ALLOW_COPIES lets the plan copy
+ * B per product or go through a scratch C when a layout needs it; without it the plan prefers
+ * any layout that needs no copy (one that still has pack_b or scratch_c set means none exists).
+ * PYTPP_SMM_REDUCTION plans for DBCSR groups, where each C block is loaded and stored once per
+ * many products (the cost model then counts no stores per product). */
+enum pytpp_smm_plan_flags { PYTPP_SMM_ALLOW_COPIES = 1, PYTPP_SMM_REDUCTION = 2 };
 void pytpp_smm_plan_make(pytpp_smm_plan *p, const pytpp_smm_kernels *const *tables, int ntables,
                          int force, int dtype, int64_t m, int64_t n, int64_t k,
                          int64_t rsa, int64_t csa, int64_t rsb, int64_t csb,
-                         int64_t rsc, int64_t csc, double alpha, double beta, int allow_copies);
+                         int64_t rsc, int64_t csc, double alpha, double beta, int flags);
 
 /* Scratch bytes one thread needs for this plan (0 when none). */
 size_t pytpp_smm_scratch_bytes(const pytpp_smm_plan *p);
