@@ -148,6 +148,10 @@ static int best_blocking(const pytpp_smm_kernels *kt, int64_t m, int64_t n, int6
         if (widest > PYTPP_SMM_NV_MAX || kt->mr_max[widest] <= 0) continue;
         if (n_jb > 1 && cdiv(nvec, n_jb - 1) == widest) continue;  /* same widest, more calls */
         const int tail = tail_kind(kt, n, nvec, n_jb, beta);
+        int64_t v0, last_nv;
+        split(nvec, n_jb, n_jb - 1, &v0, &last_nv);
+        /* tables instantiate masked tails only where tail_kind can ask for them */
+        if (!kt->stack[last_nv - 1][0][tail][0]) continue;
         /* fewest row blocks, or up to two more of fewer rows (sometimes faster) */
         const int64_t ib_min = cdiv(m, kt->mr_max[widest]);
         for (int64_t n_ib = ib_min; n_ib <= ib_min + 2 && n_ib <= m; ++n_ib) {
@@ -255,7 +259,8 @@ void pytpp_smm_plan_make(pytpp_smm_plan *p, const pytpp_smm_kernels *const *tabl
     /* Products this large stream their A rows from L3 or memory with the hardware prefetchers
      * idle (the rows are short), 30% slower at 64^3 than with A in cache; the prefetching kernels
      * recover about a third of that, and cost 10-25% on smaller products (measured 4^3..64^3). */
-    p->pf = bytes >= (p->kt->pf_mode == PYTPP_SMM_PF_AHEAD ? SMM_PF_AHEAD_MIN_PRODUCT
+    p->pf = p->kt->pf_mode != PYTPP_SMM_PF_NONE &&
+            bytes >= (p->kt->pf_mode == PYTPP_SMM_PF_AHEAD ? SMM_PF_AHEAD_MIN_PRODUCT
                                                            : PYTPP_SMM_PF_MIN_BYTES);
     p->pfd = pf_distance(p);
 }
