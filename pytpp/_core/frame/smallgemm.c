@@ -85,7 +85,7 @@ static inline double max3(double a, double b, double c)
 }
 
 /* Cycles per k step of an MR x NV register block on a 16-register AVX2 core, fitted to the
- * paired timings of every candidate blocking of 40 shapes (4^3..48^3, f64 and f32) on Zen 3:
+ * paired timings of every candidate blocking of 39 shapes (4^3..48^3, f64 and f32) on Zen 3:
  * two FMAs and about two loads (B vectors, A broadcasts) per cycle; B vectors that do not fit
  * the register file beside the accumulators are loaded again per row; a k step is never shorter
  * than the FMA latency; blocks five or more vectors wide ran 20% slower than their counts say. */
@@ -256,9 +256,11 @@ void pytpp_smm_plan_make(pytpp_smm_plan *p, const pytpp_smm_kernels *const *tabl
      * product before the next product (block-major order over chunks of products was up to 3x
      * slower on stacks streaming from memory, even when a chunk fit L1). */
     p->per_chunk = p->n_jb == 1 ? INT64_MAX : 1;
-    /* Products this large stream their A rows from L3 or memory with the hardware prefetchers
-     * idle (the rows are short), 30% slower at 64^3 than with A in cache; the prefetching kernels
-     * recover about a third of that, and cost 10-25% on smaller products (measured 4^3..64^3). */
+    /* PF_NEXT (Zen 4): products this large stream their A rows from L3 or memory with the
+     * hardware prefetchers idle (the rows are short), 30% slower at 64^3 than with A in cache; the
+     * prefetching kernels recover about a third of that, and cost 10-25% on smaller products
+     * (measured 4^3..64^3). PF_AHEAD (Zen 3): any product of 1 kB or more, when the stack is
+     * large (use_prefetch). */
     p->pf = p->kt->pf_mode != PYTPP_SMM_PF_NONE &&
             bytes >= (p->kt->pf_mode == PYTPP_SMM_PF_AHEAD ? SMM_PF_AHEAD_MIN_PRODUCT
                                                            : PYTPP_SMM_PF_MIN_BYTES);
