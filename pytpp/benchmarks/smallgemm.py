@@ -6,8 +6,9 @@ through a kernel handle (vs np.dot and np.matmul). Rates are GFLOP/s and % of th
 peak; the summary line per case gives ns per matrix, the ratio to the LIBXSMM rate measured on
 the reference machine (issue 4) where one is listed, and the memory roofline: a stack reads A
 and B and writes C once, the traffic of np.add(x, y, out=z), whose bandwidth on arrays far larger
-than the caches is measured in the same run. Stacks larger than the last-level cache cannot run
-faster than that roofline; smaller ones can (they stay in L2/L3 between repetitions).
+than the caches is measured in the same run. It is an estimate: stacks that fit the last-level
+cache beat it by far (they stay in L2/L3 between repetitions), those just beyond it by up to a
+quarter (part of them is still cached), the large ones stay below it.
 """
 from concurrent.futures import ThreadPoolExecutor
 
