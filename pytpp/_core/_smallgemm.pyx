@@ -12,19 +12,22 @@ from pytpp._core._runtime cimport num_threads, active_isa
 
 cnp.import_array()
 
-# candidate kernel tables per (ISA level, dtype): AVX-512 has a zmm and a ymm flavour
+# candidate kernel tables per (ISA level, dtype): AVX-512 has a zmm and a ymm flavour, AVX2 a
+# ymm and an xmm one (rows narrower than a ymm vector)
 cdef const pytpp_smm_kernels *_tables[3][2][2]
 cdef int _ntables[3]
 _tables[PYTPP_ISA_REF][PYTPP_F64][0] = &pytpp_smm_f64_ref
 _tables[PYTPP_ISA_REF][PYTPP_F32][0] = &pytpp_smm_f32_ref
 _tables[PYTPP_ISA_AVX2][PYTPP_F64][0] = &pytpp_smm_f64_avx2
 _tables[PYTPP_ISA_AVX2][PYTPP_F32][0] = &pytpp_smm_f32_avx2
+_tables[PYTPP_ISA_AVX2][PYTPP_F64][1] = &pytpp_smm_f64_avx2x
+_tables[PYTPP_ISA_AVX2][PYTPP_F32][1] = &pytpp_smm_f32_avx2x
 _tables[PYTPP_ISA_AVX512][PYTPP_F64][0] = &pytpp_smm_f64_avx512
 _tables[PYTPP_ISA_AVX512][PYTPP_F32][0] = &pytpp_smm_f32_avx512
 _tables[PYTPP_ISA_AVX512][PYTPP_F64][1] = &pytpp_smm_f64_avx512y
 _tables[PYTPP_ISA_AVX512][PYTPP_F32][1] = &pytpp_smm_f32_avx512y
 _ntables[PYTPP_ISA_REF] = 1
-_ntables[PYTPP_ISA_AVX2] = 1
+_ntables[PYTPP_ISA_AVX2] = 2
 _ntables[PYTPP_ISA_AVX512] = 2
 
 # Tuning switch (benchmarks, tests): -1 lets the cost model choose the vector flavour, 0/1 forces it.
@@ -36,6 +39,7 @@ cdef double HANDLE_NOGIL_FLOPS = 65536.0
 
 
 cdef int64_t _chunk = 0
+cdef int _force_pf = -1
 
 
 def set_chunk(int64_t n):
@@ -44,8 +48,16 @@ def set_chunk(int64_t n):
     _chunk = n
 
 
+def set_prefetch(int which):
+    """Tuning switch: 1 runs the prefetching stack kernels for every stack, 0 never, -1 as planned
+    (PF_AHEAD kernels only for stacks too large for the cache)."""
+    global _force_pf
+    _force_pf = which
+
+
 def set_flavour(int which):
-    """Force the vector flavour (0: widest, 1: ymm on AVX-512) or let the planner choose (-1)."""
+    """Force the vector flavour (0: widest, 1: ymm on AVX-512 or xmm on AVX2) or let the planner
+    choose (-1)."""
     global _force_flavour
     _force_flavour = which
 
@@ -60,12 +72,14 @@ cdef inline int dtype_code(int typenum) noexcept:
 
 cdef void make_plan(pytpp_smm_plan *p, int isa, int dt, int64_t m, int64_t n, int64_t k,
                     int64_t rsa, int64_t csa, int64_t rsb, int64_t csb, int64_t rsc, int64_t csc,
-                    double alpha, double beta, int allow_copies=1) noexcept nogil:
+                    double alpha, double beta, int flags=PYTPP_SMM_ALLOW_COPIES) noexcept nogil:
     cdef int force = _force_flavour if _force_flavour < _ntables[isa] else -1
     pytpp_smm_plan_make(p, _tables[isa][dt], _ntables[isa], force, dt, m, n, k,
-                        rsa, csa, rsb, csb, rsc, csc, alpha, beta, allow_copies)
+                        rsa, csa, rsb, csb, rsc, csc, alpha, beta, flags)
     if _chunk > 0:
         p.per_chunk = _chunk
+    if _force_pf >= 0:
+        p.pf = 2 if _force_pf else 0
 
 
 def plan_info(int64_t m, int64_t n, int64_t k, dtype, int64_t rsa, int64_t csa, int64_t rsb,
@@ -78,8 +92,9 @@ def plan_info(int64_t m, int64_t n, int64_t k, dtype, int64_t rsa, int64_t csa, 
     make_plan(&p, active_isa(), dt, m, n, k, rsa, csa, rsb, csb, rsc, csc, alpha, beta)
     return dict(table=p.kt.name.decode(), vl=p.kt.vl, swap=bool(p.swap), pack_b=bool(p.pack_b),
                 scratch_c=bool(p.scratch_c), nvec=p.nvec, n_ib=p.n_ib, n_jb=p.n_jb,
-                n_last=p.n_last, mr=p.mr, nfull=p.nfull, nshort=p.nshort, per_chunk=min(p.per_chunk, 1 << 62), pf=bool(p.pf),
-                cost=p.cost)
+                n_last=p.n_last, tail=("none", "mask", "shift")[p.tail], mr=p.mr,
+                nfull=p.nfull, nshort=p.nshort, per_chunk=min(p.per_chunk, 1 << 62),
+                pf=bool(p.pf), pfd=p.pfd, cost=p.cost)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -140,7 +155,7 @@ def indexed_matmul(cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, cnp.ndarray a_in
     cdef int err = 0
     make_plan(&p, active_isa(), dt, m, n, k, a.strides[1] // esz, a.strides[2] // esz,
               b.strides[1] // esz, b.strides[2] // esz, c.strides[1] // esz, c.strides[2] // esz,
-              alpha, 1.0, 0)
+              alpha, 1.0, PYTPP_SMM_REDUCTION)
     if p.pack_b or p.scratch_c:
         return False
     cdef const void *pa = cnp.PyArray_DATA(a)

@@ -22,18 +22,24 @@ cdef extern from "pytpp/smallgemm.h" nogil:
         int64_t rsc, csc
         double alpha, beta
         int64_t nvec, n_ib, n_jb, n_last
+        int tail
         int64_t mr, nfull, nshort
         int64_t per_chunk
         int pf
+        int64_t pfd
         double flops
         int64_t bytes
         double cost
+
+    enum pytpp_smm_plan_flags:
+        PYTPP_SMM_ALLOW_COPIES
+        PYTPP_SMM_REDUCTION
 
     void pytpp_smm_plan_make(pytpp_smm_plan *p, const pytpp_smm_kernels *const *tables,
                              int ntables, int force, int dtype, int64_t m, int64_t n, int64_t k,
                              int64_t rsa, int64_t csa, int64_t rsb, int64_t csb,
                              int64_t rsc, int64_t csc, double alpha, double beta,
-                             int allow_copies)
+                             int flags)
     size_t pytpp_smm_scratch_bytes(const pytpp_smm_plan *p)
     void pytpp_smm_run1(const pytpp_smm_plan *p, const void *a, const void *b, void *c,
                         void *scratch)
@@ -46,5 +52,6 @@ cdef extern from "pytpp/smallgemm.h" nogil:
 
     const pytpp_smm_kernels pytpp_smm_f64_ref, pytpp_smm_f32_ref
     const pytpp_smm_kernels pytpp_smm_f64_avx2, pytpp_smm_f32_avx2
+    const pytpp_smm_kernels pytpp_smm_f64_avx2x, pytpp_smm_f32_avx2x
     const pytpp_smm_kernels pytpp_smm_f64_avx512, pytpp_smm_f32_avx512
     const pytpp_smm_kernels pytpp_smm_f64_avx512y, pytpp_smm_f32_avx512y

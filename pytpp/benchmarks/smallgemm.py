@@ -3,9 +3,15 @@
 Stacks of 20000 products, beta = 0, output buffers reused; then DBCSR-style indexed stacks
 (pytpp.linalg.matmul_stack vs a numpy loop over c blocks) and the call cost of one 2x2 product
 through a kernel handle (vs np.dot and np.matmul). Rates are GFLOP/s and % of the measured FMA
-peak; the summary line per case gives ns per matrix and the ratio to the LIBXSMM rate measured
-on the reference machine (issue 4), where one is listed.
+peak; the summary line per case gives ns per matrix, the ratio to the LIBXSMM rate measured on
+the reference machine (issue 4) where one is listed, and the memory roofline: a stack reads A
+and B and writes C once, the traffic of np.add(x, y, out=z), whose bandwidth on arrays far larger
+than the caches is measured in the same run. It is an estimate: stacks that fit the last-level
+cache beat it by far (they stay in L2/L3 between repetitions), those just beyond it by up to a
+quarter (part of them is still cached), the large ones stay below it.
 """
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 import pytpp
@@ -18,9 +24,24 @@ LIBXSMM = {("float64", 4): 18, ("float64", 5): 22, ("float64", 8): 24, ("float64
            ("float64", 16): 33, ("float64", 23): 40, ("float64", 26): 40, ("float64", 32): 42,
            ("float32", 8): 48, ("float32", 16): 64, ("float32", 23): 81}
 BATCH = 20000
+STREAM_BYTES = 3 * 64 << 20  # np.add on three 64 MiB arrays: far beyond any L3
 
 
-def _stack_case(h, dtype, m, n, k, threads, batch):
+def stream_bandwidth(h, threads):
+    """Bytes per second of z = x + y on arrays much larger than the caches, counting x, y and z
+    once (the write's read-for-ownership, if the CPU does one, is part of what it costs); with
+    several threads each adds its share (numpy releases the GIL in ufunc loops)."""
+    n = STREAM_BYTES // 3 // 8
+    x, y, z = np.ones(n), np.ones(n), np.empty(n)
+    parts = [slice(n * t // threads, n * (t + 1) // threads) for t in range(threads)]
+    with ThreadPoolExecutor(threads) as pool:
+        def run():
+            list(pool.map(lambda sl: np.add(x[sl], y[sl], out=z[sl]), parts))
+        med, _ = h.time(run, repeats=max(h.repeats // 2, 5))
+    return 3 * n * 8 / med
+
+
+def _stack_case(h, dtype, m, n, k, threads, batch, bandwidth):
     rng = np.random.default_rng(0)
     a = rng.standard_normal((batch, m, k)).astype(dtype)
     b = rng.standard_normal((batch, k, n)).astype(dtype)
@@ -43,6 +64,12 @@ def _stack_case(h, dtype, m, n, k, threads, batch):
     if ref and threads == 1:
         line += f"   pytpp/LIBXSMM({ref} GFLOP/s) = {flops / results[0][1] / 1e9 / ref:.2f}"
     h.out(line)
+    nbytes = (m * k + k * n + m * n) * np.dtype(dtype).itemsize  # A, B, C of one product
+    roof = 2.0 * m * n * k * bandwidth / nbytes / 1e9
+    pytpp_rate = flops / results[0][1] / 1e9
+    h.out(f"    memory roofline: {nbytes} B/matrix, stack {nbytes * batch / 2**20:.1f} MiB, at "
+          f"{bandwidth / 1e9:.1f} GB/s (np.add, same run) -> {roof:.1f} GFLOP/s; pytpp at "
+          f"{100 * pytpp_rate / roof:.0f}% of it")
 
 
 def _dbcsr_case(h, dtype, m, n, k, threads):
@@ -83,10 +110,13 @@ def run(h):
     _handle_case(h)
     for threads in h.threads:
         h.set_threads(threads)
+        bandwidth = stream_bandwidth(h, threads)
+        h.out(f"t={threads}: np.add on 3 x {STREAM_BYTES // 3 >> 20} MiB arrays moves "
+              f"{bandwidth / 1e9:.1f} GB/s (the memory roofline below)")
         for dtype in (np.float64, np.float32):
             for m, n, k in SHAPES:
                 batch = BATCH if (m * n * k <= 40000 or not h.quick) else BATCH // 10
-                _stack_case(h, dtype, m, n, k, threads, batch)
+                _stack_case(h, dtype, m, n, k, threads, batch, bandwidth)
         for dtype in (np.float64, np.float32):
             for m, n, k in ((5, 5, 5), (23, 23, 23)):
                 _dbcsr_case(h, dtype, m, n, k, threads)

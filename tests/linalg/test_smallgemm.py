@@ -95,23 +95,59 @@ def test_layouts(isa, rng, dtype, m, n, k):
 
 
 @pytest.mark.parametrize("dtype,m,n,k", [(np.float64, 41, 47, 45), (np.float32, 61, 67, 59),
-                                         (np.float64, 37, 70, 41)])
+                                         (np.float64, 37, 70, 41), (np.float32, 9, 9, 9),
+                                         (np.float64, 5, 5, 5)])
 def test_prefetching_kernels(isa, rng, dtype, m, n, k):
-    """Products of 40 kB and more run the prefetching stack kernels (A and C rows of the next
-    register block, B of the next product or column block); every layout, including transposed A
-    (the prefetch walks k along the A columns then), several column blocks per product (37x70x41
-    f64: one product per kernel call, prefetch targets redirected) and the last product of a
-    stack (prefetches past the end)."""
+    """The prefetching stack kernels, forced on for small stacks: on AVX-512 (and ref) the ones
+    that fetch the next register block's A and C rows and the next product's B (the planner takes
+    them for products of 40 kB and more), on AVX2 the ones that fetch each block's own operands
+    some products ahead (the planner takes them for stacks too large for the cache, of products
+    of 1 kB and more). Every layout, including transposed A (the prefetch walks k along the A
+    columns then), broadcast operands (stride 0: not prefetched), several column blocks per
+    product (37x70x41 f64: one product per kernel call) and the last products of a stack
+    (prefetches past the end)."""
     info = _smallgemm.plan_info(m, n, k, dtype, k, 1, n, 1, n, 1)
-    assert info["pf"]
-    if n == 70 and isa == "avx512":
+    nbytes = (m * k + k * n + m * n) * np.dtype(dtype).itemsize
+    assert info["pf"] == (nbytes >= (1024 if isa == "avx2" else 40000))
+    assert info["pfd"] >= 1
+    if n == 70 and isa in ("avx512", "avx2"):
         assert info["n_jb"] > 1
-    assert not _smallgemm.plan_info(16, 16, 16, dtype, 16, 1, 16, 1, 16, 1)["pf"]
-    L = 3
-    for name, a, b, out in _layouts(rng, L, m, n, k, dtype):
-        out[...] = np.nan
-        batched_matmul(a, b, out)
-        check(out, np.broadcast_to(a, (L, m, k)), np.broadcast_to(b, (L, k, n)), dtype, name)
+    L = 5
+    _smallgemm.set_prefetch(1)
+    try:
+        for name, a, b, out in _layouts(rng, L, m, n, k, dtype):
+            out[...] = np.nan
+            batched_matmul(a, b, out)
+            check(out, np.broadcast_to(a, (L, m, k)), np.broadcast_to(b, (L, k, n)), dtype, name)
+    finally:
+        _smallgemm.set_prefetch(-1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_row_tails(isa, rng, dtype):
+    """Every row width from 1 to 40 columns, with C read (beta != 0) and not: the last vector of a
+    row is full, masked, or (AVX2) a full vector shifted left to end at column n, overlapping the
+    one before; with beta != 0 the overlapped lanes must be read before either vector is
+    stored, and a shifted vector never overlaps a column block computed before it."""
+    kinds = set()
+    for n in range(1, 41):
+        for m, k in ((3, 5), (7, 2)):
+            for alpha, beta in ((1.0, 0.0), (-0.5, 1.5)):
+                kern = pytpp.tpp.gemm(m, n, k, dtype, alpha=alpha, beta=beta)
+                a = rand(rng, (m, k), dtype)
+                b = rand(rng, (k, n), dtype)
+                c = rand(rng, (m, n), dtype)
+                ref = alpha * (a.astype(np.float64) @ b) + beta * c.astype(np.float64)
+                mag = np.abs(alpha) * (np.abs(a).astype(np.float64) @ np.abs(b)) + \
+                    np.abs(beta) * np.abs(c)
+                if beta == 0:
+                    c[...] = np.nan
+                kern(a, b, c)
+                err = np.abs(c - ref)
+                assert np.all(err <= 2 * (k + 2) * np.finfo(dtype).eps * mag), (n, m, k, beta)
+                kinds.add(_smallgemm.plan_info(m, n, k, dtype, k, 1, n, 1, n, 1, alpha, beta)["tail"])
+    if isa == "avx2":
+        assert kinds == {"none", "mask", "shift"}
 
 
 def test_layouts_threads(threads, rng):
@@ -152,17 +188,20 @@ def test_large_stack_parallel(threads, rng):
 
 @pytest.mark.parametrize("flavour", [0, 1])
 def test_forced_flavours(rng, flavour):
-    """Both vector flavours of AVX-512 (zmm, ymm) give the same results; the planner's choice
-    between them is only a matter of speed."""
-    if "avx512" not in pytpp.available_isas():
-        pytest.skip("no AVX-512")
+    """Both vector flavours of AVX-512 (zmm, ymm) and of AVX2 (ymm, xmm) give the same results;
+    the planner's choice between them is only a matter of speed."""
+    levels = [lvl for lvl in ("avx2", "avx512") if lvl in pytpp.available_isas()]
+    if not levels:
+        pytest.skip("no AVX2 or AVX-512")
     _smallgemm.set_flavour(flavour)
     try:
-        for m, n, k in BENCH_SHAPES + [(17, 33, 7)]:
-            for dtype in DTYPES:
-                a, b = rand(rng, (7, m, k), dtype), rand(rng, (7, k, n), dtype)
-                out = np.empty((7, m, n), dtype)
-                check(batched_matmul(a, b, out), a, b, dtype)
+        for level in levels:
+            with pytpp.use_isa(level):
+                for m, n, k in BENCH_SHAPES + [(17, 33, 7), (3, 3, 3), (6, 2, 4)]:
+                    for dtype in DTYPES:
+                        a, b = rand(rng, (7, m, k), dtype), rand(rng, (7, k, n), dtype)
+                        out = np.empty((7, m, n), dtype)
+                        check(batched_matmul(a, b, out), a, b, dtype)
     finally:
         _smallgemm.set_flavour(-1)
 
