@@ -96,6 +96,10 @@ typedef struct pytpp_ew_kernels {
     pytpp_ew_unary_fn unary[PYTPP_EW_N_UNARY];
     /* bf16 in -> bf16 out (float32 compute, RNE), fused in the kernel; NULL where absent */
     pytpp_ew_unary_fn unary_bf16[PYTPP_EW_N_UNARY];
+    /* the same two for arrays beyond the caches: streaming stores (fenced), input prefetched
+     * ahead; NULL where absent (the driver then runs the plain kernel) */
+    pytpp_ew_unary_fn unary_nt[PYTPP_EW_N_UNARY];
+    pytpp_ew_unary_fn unary_bf16_nt[PYTPP_EW_N_UNARY];
     pytpp_ew_binary_fn binary[PYTPP_EW_N_BINARY];
     pytpp_ew_ternary_fn ternary[PYTPP_EW_N_TERNARY];
     pytpp_ew_cmp_fn cmp;
