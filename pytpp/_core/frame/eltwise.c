@@ -12,9 +12,9 @@
 #define CH 1024
 /* below this many elements one thread does everything */
 #define PAR_MIN_ELEMS (1 << 15)
-/* Unary outputs of at least this many bytes (with their inputs: beyond a 32 MiB L3) are written
- * by the streaming-store kernels, in rows of at least STREAM_MIN_ROW bytes. Smaller outputs stay
- * in cache for whatever reads them next. */
+/* Unary and softmax outputs of at least this many bytes (with their inputs: a 32 MiB L3 and
+ * more) are written by the streaming-store kernels, in rows of at least STREAM_MIN_ROW bytes.
+ * Smaller outputs stay in cache for whatever reads them next. */
 #define STREAM_MIN_BYTES ((int64_t)16 << 20)
 #define STREAM_MIN_ROW 2048
 
@@ -131,15 +131,23 @@ static void run_block(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64_
     }
 }
 
-/* Softmax: whole rows; rows needing a dtype conversion go through a per-thread row buffer. */
-static int run_softmax(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64_t r0, int64_t r1)
+/* Softmax: whole rows; rows needing a dtype conversion go through a per-thread row buffer, and
+ * so do rows written by streaming stores (stream: output beyond the caches). */
+static int run_softmax(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64_t r0, int64_t r1,
+                       int stream)
 {
     const int cdt = kt->dtype;
     const int conv = c->in[0].dtype != cdt || c->out.dtype != cdt;
+    stream = stream && !conv && kt->softmax_rows_nt && c->n * ESZ[cdt] >= STREAM_MIN_ROW;
     char *buf = NULL;
-    if (conv) {
+    if (conv || stream) {
         buf = (char *)malloc((size_t)(2 * c->n * ESZ[cdt] + 64));
         if (!buf) return -1;
+    }
+    if (stream && r1 > r0) {
+        kt->softmax_rows_nt(r1 - r0, c->n, at(&c->in[0], r0, 0), c->in[0].ld, at(&c->out, r0, 0),
+                            c->out.ld, buf, c->approx);
+        r0 = r1;
     }
     for (int64_t i = r0; i < r1; ++i) {
         const char *x = at(&c->in[0], i, 0);
@@ -178,14 +186,15 @@ int pytpp_ew_run(const pytpp_ew_kernels *kt, const pytpp_ew_call *call, int nthr
         }
     }
     const int64_t total = c.m * c.n;
-    const int stream = c.kind == PYTPP_EW_KIND_UNARY && total * ESZ[c.out.dtype] >= STREAM_MIN_BYTES;
+    const int stream = (c.kind == PYTPP_EW_KIND_UNARY || c.kind == PYTPP_EW_KIND_SOFTMAX) &&
+                       total * ESZ[c.out.dtype] >= STREAM_MIN_BYTES;
     int nt = nthreads < 1 ? 1 : nthreads;
     if (total < PAR_MIN_ELEMS) nt = 1;
     int err = 0;
 
     if (c.kind == PYTPP_EW_KIND_SOFTMAX) {
         if (nt > c.m) nt = (int)c.m;
-        if (nt <= 1) return run_softmax(kt, &c, 0, c.m);
+        if (nt <= 1) return run_softmax(kt, &c, 0, c.m, stream);
 #pragma omp parallel num_threads(nt) reduction(| : err)
         {
             int64_t r0, len;
@@ -195,7 +204,7 @@ int pytpp_ew_run(const pytpp_ew_kernels *kt, const pytpp_ew_call *call, int nthr
             T = omp_get_num_threads();
 #endif
             split(c.m, T, t, &r0, &len);
-            err |= run_softmax(kt, &c, r0, r0 + len);
+            err |= run_softmax(kt, &c, r0, r0 + len, stream);
         }
         return err ? -1 : 0;
     }

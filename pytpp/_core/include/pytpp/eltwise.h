@@ -80,6 +80,10 @@ typedef void (*pytpp_ew_dropout_inv_fn)(int64_t n, const void *x, void *y, const
 typedef void (*pytpp_ew_rand_fn)(int64_t n, void *y, uint64_t base, uint64_t seed);
 /* Softmax of one row. */
 typedef void (*pytpp_ew_softmax_fn)(int64_t n, const void *x, void *y, int approx);
+/* Softmax of m rows (x: ldx, y: ldy) beyond the caches: y written by streaming stores (fenced)
+ * through buf (2 n elements), overlapped with the next row's math. */
+typedef void (*pytpp_ew_softmax_rows_fn)(int64_t m, int64_t n, const void *x, int64_t ldx,
+                                         void *y, int64_t ldy, void *buf, int approx);
 /* Reductions: scalar of a row (reduce over columns), or acc[j] = op(acc[j], f(x[j])) (over rows);
  * squared: reduce x*x. */
 typedef double (*pytpp_ew_reduce_row_fn)(int64_t n, const void *x, int op, int squared);
@@ -108,6 +112,7 @@ typedef struct pytpp_ew_kernels {
     pytpp_ew_dropout_inv_fn dropout_inv;
     pytpp_ew_rand_fn rand;
     pytpp_ew_softmax_fn softmax;
+    pytpp_ew_softmax_rows_fn softmax_rows_nt;
     pytpp_ew_reduce_row_fn reduce_row;
     pytpp_ew_reduce_acc_fn reduce_acc;
     pytpp_ew_transpose_fn transpose;

@@ -203,5 +203,4 @@ static inline double ew_hmul_avx2d(__m256d v)
 #define E_STREAM(p, v) _mm256_stream_pd((p), (v))
 #endif
 #define E_SFENCE() _mm_sfence()
-#define E_VBYTES 32
 #define EW_ISA_AVX2 1

@@ -134,7 +134,6 @@ typedef __mmask8 cmask_t;
 #define E_STREAM(p, v) _mm512_stream_pd((p), (v))
 #endif
 #define E_SFENCE() _mm_sfence()
-#define E_VBYTES 64
 /* a 16-entry table lookup is one instruction (vpermps zmm): the piecewise minimax tables pay */
 #define EW_LUT_IS_CHEAP 1
 #define EW_ISA_AVX512 1

@@ -112,7 +112,6 @@ static inline float ew_ref_exp2i(float p, float n)
 /* Large arrays: plain stores here (no streaming stores in portable C). */
 #define E_STREAM(p, v) E_STORE((p), (v))
 #define E_SFENCE() ((void)0)
-#define E_VBYTES ((int)sizeof(elem_t))
 #if defined(PYTPP_DT_F32)
 /* |x| > c or NaN: the fast paths of the transcendentals cover |x| <= c */
 #define E_ANY_ABS_GT(x, c) (!(fabsf(x) <= (c)))
