@@ -361,9 +361,9 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
             if (a0 > m) a0 = m;
             if (a0) fn(a0, n, x, ldx, y, ldy);
             fn = fn_nt;
-            /* streaming: strips of 32 rows of x over all columns (32 sequential read streams,
-             * whole output lines written once); measured best among 16..128-row blocks */
-            TBI = 32;
+            /* streaming: strips of 128 rows of x over all columns; the kernel moves blocks of
+             * 4 output lines per output row inside (a multiple of its block for every size) */
+            TBI = 128;
             TBJ = n;
         }
     }
