@@ -168,11 +168,11 @@ def measure_peak(str kind, int threads=1, int64_t iters=2000000, int repeats=5):
 def measure_bandwidth(int64_t nbytes=256 * 1024 * 1024, int threads=1, int repeats=5):
     """Best-of-`repeats` memory bandwidth in GB/s over two buffers of `nbytes` each (choose them
     well beyond L3), as (read, copy with ordinary stores, copy with streaming stores); a copy
-    counts the bytes read plus the bytes written. Each thread works on its own slice, first
-    touched by that thread."""
+    counts the bytes read plus the bytes written. Buffers are backed like numpy's large arrays
+    (huge pages); each thread works on its own slice, first touched by that thread."""
     cdef int64_t n = nbytes // 8
-    cdef double *x = <double *>malloc(n * 8)
-    cdef double *y = <double *>malloc(n * 8)
+    cdef double *x = <double *>pytpp_stream_alloc(n * 8)
+    cdef double *y = <double *>pytpp_stream_alloc(n * 8)
     cdef double sink = 0.0, moved = 0.0
     cdef int64_t i, lo, hi
     cdef int t, which
