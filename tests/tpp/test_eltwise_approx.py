@@ -2,7 +2,8 @@
 
 The bounds are the ones published in docs/eltwise.md: max absolute error over a dense sweep of
 [-20, 20] (exp: [-87, 88]) and max relative error where |f(x)| >= 1e-3, against float64 scipy /
-numpy references. Keep this table and the docs table in sync."""
+numpy references, per ISA level where the levels differ. Keep these tables and the docs table in
+sync."""
 import numpy as np
 import pytest
 from scipy.special import erfc, expit
@@ -12,18 +13,28 @@ from pytpp.tpp import unary
 
 # (op, approx) -> (max abs error or None, max rel error where |f| >= 1e-3)
 BOUNDS = {
-    ("exp", False): (None, 1.5e-7),
-    ("exp", True): (None, 8e-6),
-    ("tanh", False): (1.2e-7, 2.0e-7),
+    ("exp", False): (None, 1.2e-7),
+    ("exp", True): (None, 5e-6),
+    ("tanh", False): (1e-7, 1.8e-7),
     ("tanh", "pade"): (3.5e-5, 3.5e-5),
     ("tanh", "minimax"): (1e-6, 6e-6),
-    ("sigmoid", False): (1.2e-7, 2.0e-7),
-    ("sigmoid", True): (2e-5, 2.5e-4),
-    ("gelu", False): (5e-7, 2e-6),
+    ("sigmoid", False): (1.2e-7, 1.8e-7),
+    ("sigmoid", True): (2e-5, 2e-4),
+    ("gelu", False): (3.5e-7, 1.3e-6),
     ("gelu", True): (1.5e-6, 3.5e-4),
-    ("gelu_tanh", False): (7e-7, 2e-6),
+    ("gelu_tanh", False): (7e-7, 1.7e-6),
     ("gelu_tanh", True): (7e-5, 2.5e-3),
 }
+# AVX2 evaluates the "minimax" tanh and gelu by other formulas (no one-instruction 16-entry
+# permute there): a rational [9/6] tanh, and the accurate gelu's formula with the degree-4 exp.
+BOUNDS_AVX2 = {
+    ("tanh", "minimax"): (6e-7, 6e-7),
+    ("gelu", True): (7e-7, 4.5e-6),
+}
+
+
+def bounds(op, approx, isa):
+    return (BOUNDS_AVX2 if isa == "avx2" else {}).get((op, approx), BOUNDS[(op, approx)])
 
 
 def reference(op, x):
@@ -52,7 +63,7 @@ def test_error_bounds(isa, op, approx):
     unary(op, 1, x.size, np.float32, approx=approx)(x, y)
     r = reference(op, x)
     err = np.abs(y.astype(np.float64) - r)
-    abs_bound, rel_bound = BOUNDS[(op, approx)]
+    abs_bound, rel_bound = bounds(op, approx, isa)
     if abs_bound is not None:
         assert err.max() <= abs_bound, f"max abs error {err.max():.3e} > {abs_bound:.1e}"
     big = np.abs(r) >= 1e-3
@@ -69,7 +80,7 @@ def test_special_values(isa, op, approx):
         r = reference(op, x[1:]).astype(np.float32)   # overflow to inf as float32 does
     assert np.isnan(y[0])
     finite = np.isfinite(r)
-    atol = max(BOUNDS[(op, approx)][0] or 0.0, 1e-6)
+    atol = max(bounds(op, approx, isa)[0] or 0.0, 1e-6)
     np.testing.assert_allclose(y[1:][finite], r[finite], rtol=3e-3, atol=atol)
     np.testing.assert_array_equal(y[1:][~finite & ~np.isnan(r)], r[~finite & ~np.isnan(r)])
 

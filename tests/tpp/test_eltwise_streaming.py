@@ -26,7 +26,7 @@ def view(n, dtype, offset, fill=np.nan):
     return np.full(n + offset, fill, dtype)[offset:]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, BF16])
+@pytest.mark.parametrize("dtype", [np.float32, BF16, np.float64])
 @pytest.mark.parametrize("op,approx", [("exp", True), ("gelu", False), ("relu", False)])
 @pytest.mark.parametrize("offset", [0, 7])
 def test_unary_streaming_same_bits(streaming_isa, threads, dtype, op, approx, offset):
