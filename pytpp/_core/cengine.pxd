@@ -1,5 +1,6 @@
 # C declarations of the engine (pytpp/_core/include/pytpp/*.h) for the Cython glue modules.
 from libc.stdint cimport int64_t, uint32_t
+from libc.stddef cimport size_t
 
 cdef extern from "pytpp/gemm.h" nogil:
     enum:
@@ -76,3 +77,5 @@ cdef extern from "pytpp/peak.h" nogil:
     double pytpp_peak_int8_dot_avx512(int64_t iters, double *sink)
     double pytpp_stream_read(const double *x, int64_t n, double *sink)
     double pytpp_stream_copy(const double *x, double *y, int64_t n)
+    double pytpp_stream_copy_nt(const double *x, double *y, int64_t n)
+    void *pytpp_stream_alloc(size_t bytes)

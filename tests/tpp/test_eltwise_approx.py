@@ -2,7 +2,8 @@
 
 The bounds are the ones published in docs/eltwise.md: max absolute error over a dense sweep of
 [-20, 20] (exp: [-87, 88]) and max relative error where |f(x)| >= 1e-3, against float64 scipy /
-numpy references. Keep this table and the docs table in sync."""
+numpy references, per ISA level where the levels differ. Keep these tables and the docs table in
+sync."""
 import numpy as np
 import pytest
 from scipy.special import erfc, expit
@@ -12,18 +13,28 @@ from pytpp.tpp import unary
 
 # (op, approx) -> (max abs error or None, max rel error where |f| >= 1e-3)
 BOUNDS = {
-    ("exp", False): (None, 1.5e-7),
-    ("exp", True): (None, 8e-6),
-    ("tanh", False): (1.2e-7, 2.0e-7),
+    ("exp", False): (None, 1.2e-7),
+    ("exp", True): (None, 5e-6),
+    ("tanh", False): (1e-7, 1.8e-7),
     ("tanh", "pade"): (3.5e-5, 3.5e-5),
     ("tanh", "minimax"): (1e-6, 6e-6),
-    ("sigmoid", False): (1.2e-7, 2.0e-7),
-    ("sigmoid", True): (2e-5, 2.5e-4),
-    ("gelu", False): (5e-7, 2e-6),
+    ("sigmoid", False): (1.2e-7, 1.8e-7),
+    ("sigmoid", True): (2e-5, 2e-4),
+    ("gelu", False): (3.5e-7, 1.3e-6),
     ("gelu", True): (1.5e-6, 3.5e-4),
-    ("gelu_tanh", False): (7e-7, 2e-6),
+    ("gelu_tanh", False): (7e-7, 1.7e-6),
     ("gelu_tanh", True): (7e-5, 2.5e-3),
 }
+# AVX2 evaluates the "minimax" tanh and gelu by other formulas (no one-instruction 16-entry
+# permute there): a rational [9/6] tanh, and the accurate gelu's formula with the degree-4 exp.
+BOUNDS_AVX2 = {
+    ("tanh", "minimax"): (6e-7, 6e-7),
+    ("gelu", True): (7e-7, 4.5e-6),
+}
+
+
+def bounds(op, approx, isa):
+    return (BOUNDS_AVX2 if isa == "avx2" else {}).get((op, approx), BOUNDS[(op, approx)])
 
 
 def reference(op, x):
@@ -52,7 +63,7 @@ def test_error_bounds(isa, op, approx):
     unary(op, 1, x.size, np.float32, approx=approx)(x, y)
     r = reference(op, x)
     err = np.abs(y.astype(np.float64) - r)
-    abs_bound, rel_bound = BOUNDS[(op, approx)]
+    abs_bound, rel_bound = bounds(op, approx, isa)
     if abs_bound is not None:
         assert err.max() <= abs_bound, f"max abs error {err.max():.3e} > {abs_bound:.1e}"
     big = np.abs(r) >= 1e-3
@@ -69,7 +80,7 @@ def test_special_values(isa, op, approx):
         r = reference(op, x[1:]).astype(np.float32)   # overflow to inf as float32 does
     assert np.isnan(y[0])
     finite = np.isfinite(r)
-    atol = max(BOUNDS[(op, approx)][0] or 0.0, 1e-6)
+    atol = max(bounds(op, approx, isa)[0] or 0.0, 1e-6)
     np.testing.assert_allclose(y[1:][finite], r[finite], rtol=3e-3, atol=atol)
     np.testing.assert_array_equal(y[1:][~finite & ~np.isnan(r)], r[~finite & ~np.isnan(r)])
 
@@ -84,16 +95,28 @@ def test_float64_exact(isa, rng, op):
         np.testing.assert_allclose(y, reference(op, x), rtol=1e-12, atol=1e-300)
 
 
-def test_same_result_on_every_isa():
-    """Approximations are computed by the same formulas everywhere: results agree to 2 ulp."""
+# Levels that evaluate an approximation by the same formulas (None: all of them). AVX2 has no
+# one-instruction 16-entry permute, so its "minimax" tanh and gelu are other formulas (a minimax
+# rational; the accurate gelu's formula with a shorter exp), held to the same published bounds.
+SHARED = {("exp", True): None, ("tanh", "pade"): None, ("sigmoid", True): None,
+          ("gelu_tanh", True): None, ("tanh", "minimax"): ("ref", "avx512"),
+          ("gelu", "minimax"): ("ref", "avx512")}
+
+
+@pytest.mark.parametrize("op,approx", list(SHARED))
+def test_same_result_on_every_isa(op, approx):
+    """Approximations computed by the same formulas agree to 2 ulp across levels (the AVX2
+    reciprocal estimate differs from AVX-512's and from a division in the last bits); sigmoid
+    forms, 0.5 + 0.5 tanh, to 2 ulp of 0.5 absolute (times |x| for x sigmoid)."""
     x = sweep("tanh", 100_001)
-    outs = {}
-    for level in pytpp.available_isas():
+    levels = [lv for lv in pytpp.available_isas() if SHARED[(op, approx)] in (None,) or
+              lv in SHARED[(op, approx)]]
+    outs = []
+    for level in levels:
         with pytpp.use_isa(level):
-            for op in ("tanh", "gelu", "exp"):
-                y = np.empty_like(x)
-                unary(op, 1, x.size, np.float32, approx=True)(x, y)
-                outs.setdefault(op, []).append(y)
-    for op, ys in outs.items():
-        for y in ys[1:]:
-            np.testing.assert_allclose(y, ys[0], rtol=3e-7, atol=1e-30)
+            y = np.empty_like(x)
+            unary(op, 1, x.size, np.float32, approx=approx)(x, y)
+            outs.append(y)
+    atol = 1e-30 if op in ("exp", "tanh") else 1.2e-7 * np.maximum(1.0, np.abs(x))
+    for y in outs[1:]:
+        assert (np.abs(y - outs[0]) <= 3e-7 * np.abs(outs[0]) + atol).all()

@@ -12,6 +12,11 @@
 #define CH 1024
 /* below this many elements one thread does everything */
 #define PAR_MIN_ELEMS (1 << 15)
+/* Unary and softmax outputs of at least this many bytes (with their inputs: a 32 MiB L3 and
+ * more) are written by the streaming-store kernels, in rows of at least STREAM_MIN_ROW bytes.
+ * Smaller outputs stay in cache for whatever reads them next. */
+#define STREAM_MIN_BYTES ((int64_t)16 << 20)
+#define STREAM_MIN_ROW 2048
 
 static const int64_t ESZ[PYTPP_EW_NDT] = {8, 4, 2};
 
@@ -46,9 +51,9 @@ typedef struct scratch {
     double out[CH];
 } scratch;
 
-/* Rows [r0, r1), columns [c0, c1) of call c. */
+/* Rows [r0, r1), columns [c0, c1) of call c; stream: unary output beyond the caches. */
 static void run_block(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64_t r0, int64_t r1,
-                      int64_t c0, int64_t c1, scratch *s)
+                      int64_t c0, int64_t c1, int stream, scratch *s)
 {
     const int cdt = kt->dtype;
     const int64_t cesz = ESZ[cdt];
@@ -57,13 +62,17 @@ static void run_block(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64_
     const int64_t chunk = conv ? CH : (c1 - c0);
     int bc = 0;
     for (int k = 0; k < c->nin; ++k) bc |= is_scalar(&c->in[k]) << k;
+    stream = stream && (c1 - c0) * ESZ[c->out.dtype] >= STREAM_MIN_ROW;
     /* bf16 -> bf16 unary ops with a fused kernel: no conversion buffers, whole rows */
     if (c->kind == PYTPP_EW_KIND_UNARY && cdt == PYTPP_EW_F32 && c->in[0].dtype == PYTPP_EW_BF16 &&
         c->out.dtype == PYTPP_EW_BF16 && !(bc & 1) && kt->unary_bf16[c->op]) {
-        for (int64_t i = r0; i < r1; ++i)
-            kt->unary_bf16[c->op](c1 - c0, at(&c->in[0], i, c0), at(&c->out, i, c0));
+        pytpp_ew_unary_fn f = stream && kt->unary_bf16_nt[c->op] ? kt->unary_bf16_nt[c->op]
+                                                                 : kt->unary_bf16[c->op];
+        for (int64_t i = r0; i < r1; ++i) f(c1 - c0, at(&c->in[0], i, c0), at(&c->out, i, c0));
         return;
     }
+    pytpp_ew_unary_fn unary = c->kind == PYTPP_EW_KIND_UNARY ? kt->unary[c->op] : NULL;
+    if (unary && stream && !conv && kt->unary_nt[c->op]) unary = kt->unary_nt[c->op];
 
     for (int64_t i = r0; i < r1; ++i) {
         for (int64_t j0 = c0; j0 < c1; j0 += chunk) {
@@ -89,7 +98,7 @@ static void run_block(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64_
                     kt->unary[c->op](1, src[0], one);
                     for (int64_t j = 0; j < len; ++j) memcpy((char *)dst + j * cesz, one, (size_t)cesz);
                 } else {
-                    kt->unary[c->op](len, src[0], dst);
+                    unary(len, src[0], dst);
                 }
                 break;
             case PYTPP_EW_KIND_BINARY:
@@ -122,15 +131,23 @@ static void run_block(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64_
     }
 }
 
-/* Softmax: whole rows; rows needing a dtype conversion go through a per-thread row buffer. */
-static int run_softmax(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64_t r0, int64_t r1)
+/* Softmax: whole rows; rows needing a dtype conversion go through a per-thread row buffer, and
+ * so do rows written by streaming stores (stream: output beyond the caches). */
+static int run_softmax(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64_t r0, int64_t r1,
+                       int stream)
 {
     const int cdt = kt->dtype;
     const int conv = c->in[0].dtype != cdt || c->out.dtype != cdt;
+    stream = stream && !conv && kt->softmax_rows_nt && c->n * ESZ[cdt] >= STREAM_MIN_ROW;
     char *buf = NULL;
-    if (conv) {
+    if (conv || stream) {
         buf = (char *)malloc((size_t)(2 * c->n * ESZ[cdt] + 64));
         if (!buf) return -1;
+    }
+    if (stream && r1 > r0) {
+        kt->softmax_rows_nt(r1 - r0, c->n, at(&c->in[0], r0, 0), c->in[0].ld, at(&c->out, r0, 0),
+                            c->out.ld, buf, c->approx);
+        r0 = r1;
     }
     for (int64_t i = r0; i < r1; ++i) {
         const char *x = at(&c->in[0], i, 0);
@@ -169,13 +186,15 @@ int pytpp_ew_run(const pytpp_ew_kernels *kt, const pytpp_ew_call *call, int nthr
         }
     }
     const int64_t total = c.m * c.n;
+    const int stream = (c.kind == PYTPP_EW_KIND_UNARY || c.kind == PYTPP_EW_KIND_SOFTMAX) &&
+                       total * ESZ[c.out.dtype] >= STREAM_MIN_BYTES;
     int nt = nthreads < 1 ? 1 : nthreads;
     if (total < PAR_MIN_ELEMS) nt = 1;
     int err = 0;
 
     if (c.kind == PYTPP_EW_KIND_SOFTMAX) {
         if (nt > c.m) nt = (int)c.m;
-        if (nt <= 1) return run_softmax(kt, &c, 0, c.m);
+        if (nt <= 1) return run_softmax(kt, &c, 0, c.m, stream);
 #pragma omp parallel num_threads(nt) reduction(| : err)
         {
             int64_t r0, len;
@@ -185,7 +204,7 @@ int pytpp_ew_run(const pytpp_ew_kernels *kt, const pytpp_ew_call *call, int nthr
             T = omp_get_num_threads();
 #endif
             split(c.m, T, t, &r0, &len);
-            err |= run_softmax(kt, &c, r0, r0 + len);
+            err |= run_softmax(kt, &c, r0, r0 + len, stream);
         }
         return err ? -1 : 0;
     }
@@ -193,7 +212,7 @@ int pytpp_ew_run(const pytpp_ew_kernels *kt, const pytpp_ew_call *call, int nthr
     if (nt <= 1) {
         scratch *s = (scratch *)malloc(sizeof(scratch));
         if (!s) return -1;
-        run_block(kt, &c, 0, c.m, 0, c.n, s);
+        run_block(kt, &c, 0, c.m, 0, c.n, stream, s);
         free(s);
         return 0;
     }
@@ -210,14 +229,14 @@ int pytpp_ew_run(const pytpp_ew_kernels *kt, const pytpp_ew_call *call, int nthr
         } else if (c.m >= T) {
             int64_t r0, len;
             split(c.m, T, t, &r0, &len);
-            run_block(kt, &c, r0, r0 + len, 0, c.n, s);
+            run_block(kt, &c, r0, r0 + len, 0, c.n, stream, s);
         } else {
             /* few long rows: split columns in multiples of 64 (whole bitmask words, chunks) */
             const int64_t units = (c.n + 63) / 64;
             int64_t u0, ul;
             split(units, T, t, &u0, &ul);
             const int64_t j0 = u0 * 64, j1 = imin((u0 + ul) * 64, c.n);
-            if (j0 < j1) run_block(kt, &c, 0, c.m, j0, j1, s);
+            if (j0 < j1) run_block(kt, &c, 0, c.m, j0, j1, stream, s);
         }
         free(s);
     }
@@ -342,9 +361,9 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
             if (a0 > m) a0 = m;
             if (a0) fn(a0, n, x, ldx, y, ldy);
             fn = fn_nt;
-            /* streaming: strips of 32 rows of x over all columns (32 sequential read streams,
-             * whole output lines written once); measured best among 16..128-row blocks */
-            TBI = 32;
+            /* streaming: strips of 128 rows of x over all columns; the kernel moves blocks of
+             * 4 output lines per output row inside (a multiple of its block for every size) */
+            TBI = 128;
             TBJ = n;
         }
     }

@@ -80,6 +80,10 @@ typedef void (*pytpp_ew_dropout_inv_fn)(int64_t n, const void *x, void *y, const
 typedef void (*pytpp_ew_rand_fn)(int64_t n, void *y, uint64_t base, uint64_t seed);
 /* Softmax of one row. */
 typedef void (*pytpp_ew_softmax_fn)(int64_t n, const void *x, void *y, int approx);
+/* Softmax of m rows (x: ldx, y: ldy) beyond the caches: y written by streaming stores (fenced)
+ * through buf (2 n elements), overlapped with the next row's math. */
+typedef void (*pytpp_ew_softmax_rows_fn)(int64_t m, int64_t n, const void *x, int64_t ldx,
+                                         void *y, int64_t ldy, void *buf, int approx);
 /* Reductions: scalar of a row (reduce over columns), or acc[j] = op(acc[j], f(x[j])) (over rows);
  * squared: reduce x*x. */
 typedef double (*pytpp_ew_reduce_row_fn)(int64_t n, const void *x, int op, int squared);
@@ -96,6 +100,10 @@ typedef struct pytpp_ew_kernels {
     pytpp_ew_unary_fn unary[PYTPP_EW_N_UNARY];
     /* bf16 in -> bf16 out (float32 compute, RNE), fused in the kernel; NULL where absent */
     pytpp_ew_unary_fn unary_bf16[PYTPP_EW_N_UNARY];
+    /* the same two for arrays beyond the caches: streaming stores (fenced), input prefetched
+     * ahead; NULL where absent (the driver then runs the plain kernel) */
+    pytpp_ew_unary_fn unary_nt[PYTPP_EW_N_UNARY];
+    pytpp_ew_unary_fn unary_bf16_nt[PYTPP_EW_N_UNARY];
     pytpp_ew_binary_fn binary[PYTPP_EW_N_BINARY];
     pytpp_ew_ternary_fn ternary[PYTPP_EW_N_TERNARY];
     pytpp_ew_cmp_fn cmp;
@@ -104,6 +112,7 @@ typedef struct pytpp_ew_kernels {
     pytpp_ew_dropout_inv_fn dropout_inv;
     pytpp_ew_rand_fn rand;
     pytpp_ew_softmax_fn softmax;
+    pytpp_ew_softmax_rows_fn softmax_rows_nt;
     pytpp_ew_reduce_row_fn reduce_row;
     pytpp_ew_reduce_acc_fn reduce_acc;
     pytpp_ew_transpose_fn transpose;

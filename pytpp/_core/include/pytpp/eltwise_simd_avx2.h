@@ -190,4 +190,17 @@ static inline double ew_hmul_avx2d(__m256d v)
 #define E_I_GEU_BITS(a, b) ((uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(                 \
     _mm256_cmpeq_epi32(_mm256_max_epu32((a), (b)), (a)))))
 #endif
+
+/* Large arrays: streaming stores (p 32-byte aligned) and the fence after them. */
+#if defined(PYTPP_DT_F32)
+#define E_STREAM(p, v) _mm256_stream_ps((p), (v))
+/* any lane with |x| > c or NaN: the fast paths of the transcendentals cover |x| <= c */
+#define E_ANY_ABS_GT(x, c) \
+    (_mm256_movemask_ps(_mm256_cmp_ps(E_ABS(x), _mm256_set1_ps(c), _CMP_NLE_UQ)) != 0)
+/* 16-bit halves: the low one of each 32-bit lane from lo, the high one from hi */
+#define E_I_BLEND_HI16(lo, hi) _mm256_blend_epi16((lo), (hi), 0xAA)
+#else
+#define E_STREAM(p, v) _mm256_stream_pd((p), (v))
+#endif
+#define E_SFENCE() _mm_sfence()
 #define EW_ISA_AVX2 1

@@ -121,4 +121,19 @@ typedef __mmask8 cmask_t;
 #if defined(PYTPP_DT_F32)
 #define E_I_GEU_BITS(a, b) ((uint32_t)_mm512_cmpge_epu32_mask((a), (b)))
 #endif
+
+/* Large arrays: streaming stores (p 64-byte aligned) and the fence after them. */
+#if defined(PYTPP_DT_F32)
+#define E_STREAM(p, v) _mm512_stream_ps((p), (v))
+/* any lane with |x| > c or NaN: the fast paths of the transcendentals cover |x| <= c */
+#define E_ANY_ABS_GT(x, c) \
+    (_mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(c), _CMP_NLE_UQ) != 0)
+/* 16-bit halves: the low one of each 32-bit lane from lo, the high one from hi */
+#define E_I_BLEND_HI16(lo, hi) _mm512_mask_blend_epi16((__mmask32)0xAAAAAAAAu, (lo), (hi))
+#else
+#define E_STREAM(p, v) _mm512_stream_pd((p), (v))
+#endif
+#define E_SFENCE() _mm_sfence()
+/* a 16-entry table lookup is one instruction (vpermps zmm): the piecewise minimax tables pay */
+#define EW_LUT_IS_CHEAP 1
 #define EW_ISA_AVX512 1

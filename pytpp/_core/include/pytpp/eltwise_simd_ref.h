@@ -108,3 +108,14 @@ static inline float ew_ref_exp2i(float p, float n)
 #define E_ISNAN(v) ((v) != (v))
 #define E_I_SEL(m, a, b) ((m) ? (b) : (a))
 #endif
+
+/* Large arrays: plain stores here (no streaming stores in portable C). */
+#define E_STREAM(p, v) E_STORE((p), (v))
+#define E_SFENCE() ((void)0)
+#if defined(PYTPP_DT_F32)
+/* |x| > c or NaN: the fast paths of the transcendentals cover |x| <= c */
+#define E_ANY_ABS_GT(x, c) (!(fabsf(x) <= (c)))
+#define E_I_BLEND_HI16(lo, hi) ((int32_t)(((uint32_t)(lo) & 0xffffu) | ((uint32_t)(hi) & 0xffff0000u)))
+#endif
+/* table lookups are plain loads here: the reference level runs the piecewise minimax tables */
+#define EW_LUT_IS_CHEAP 1

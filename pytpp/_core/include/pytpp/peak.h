@@ -2,6 +2,7 @@
 #ifndef PYTPP_PEAK_H
 #define PYTPP_PEAK_H
 #include <stdint.h>
+#include <stddef.h>
 
 /* Each runs `iters` iterations of independent FMA chains and returns the flop count done.
  * The result sink keeps the compiler from deleting the work. */
@@ -11,8 +12,12 @@ double pytpp_peak_fma_f64_avx2(int64_t iters, double *sink);
 double pytpp_peak_fma_f32_avx2(int64_t iters, double *sink);
 double pytpp_peak_bf16_dot_avx512(int64_t iters, double *sink);
 double pytpp_peak_int8_dot_avx512(int64_t iters, double *sink);
-/* Bytes moved by reading `n` doubles once (sum) or copying n doubles. */
+/* Bytes moved by reading `n` doubles once (sum, added to *sink) or copying n doubles with
+ * ordinary stores (copy) or streaming stores (copy_nt). */
 double pytpp_stream_read(const double *x, int64_t n, double *sink);
 double pytpp_stream_copy(const double *x, double *y, int64_t n);
+double pytpp_stream_copy_nt(const double *x, double *y, int64_t n);
+/* A probe buffer (free() it): aligned and backed like numpy's large arrays (huge pages). */
+void *pytpp_stream_alloc(size_t bytes);
 
 #endif
