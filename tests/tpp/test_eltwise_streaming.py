@@ -61,6 +61,23 @@ def test_softmax_streaming_same_bits(streaming_isa, threads, shape, offset, appr
     assert (y[5, :7] == 0).all()
 
 
+@pytest.mark.parametrize("ld,yoff", [(1024, 0), (1024, 16), (1024, 512), (1061, 5)])
+def test_softmax_streaming_page_offsets(streaming_isa, ld, yoff):
+    """x and y at every relation of page offsets (the kernel places its row buffers and orders
+    the streamed blocks by them), rows of x strided by ld, the ring of blocks wrapping."""
+    m, n = 4200, 1024
+    rng = np.random.default_rng(ld + yoff)
+    x = np.empty((m, ld), np.float32)[:, 3:3 + n] if ld != n else np.empty((m, n), np.float32)
+    x[:] = rng.standard_normal((m, n)).astype(np.float32) * 4
+    y = view(m * n, np.float32, yoff).reshape(m, n)
+    nn.softmax(x, out=y)
+    want = np.empty((m, n), np.float32)
+    h = m // 3
+    for a, b in ((0, h), (h, 2 * h), (2 * h, m)):
+        nn.softmax(x[a:b], out=want[a:b])
+    np.testing.assert_array_equal(y, want)
+
+
 @pytest.mark.parametrize("dtype,m,n", [(np.float32, 1088, 2050), (np.float64, 544, 2049),
                                        (BF16, 2176, 2052), (np.float32, 1040, 2064)])
 @pytest.mark.parametrize("xoff,yoff", [(0, 0), (4, 12), (1, 3)])

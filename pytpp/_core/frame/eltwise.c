@@ -141,7 +141,7 @@ static int run_softmax(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64
     stream = stream && !conv && kt->softmax_rows_nt && c->n * ESZ[cdt] >= STREAM_MIN_ROW;
     char *buf = NULL;
     if (conv || stream) {
-        buf = (char *)malloc((size_t)(2 * c->n * ESZ[cdt] + 64));
+        buf = (char *)malloc(PYTPP_EW_SOFTMAX_BUF_BYTES(c->n, ESZ[cdt]));
         if (!buf) return -1;
     }
     if (stream && r1 > r0) {

@@ -93,6 +93,12 @@ typedef void (*pytpp_ew_transpose_fn)(int64_t m, int64_t n, const void *x, int64
                                       int64_t ldy);
 typedef void (*pytpp_ew_cvt_fn)(int64_t n, const void *x, void *y);
 
+/* softmax_rows_nt's two row buffers, each with a page of slack: the kernel places each one at a
+ * chosen offset within a 4 KiB page (away from 4K aliasing with the rows of x). */
+#define PYTPP_EW_SOFTMAX_BUF_SLACK 4096
+#define PYTPP_EW_SOFTMAX_BUF_BYTES(n, esz) \
+    ((size_t)(2 * ((n) * (esz) + PYTPP_EW_SOFTMAX_BUF_SLACK) + 64))
+
 typedef struct pytpp_ew_kernels {
     const char *name;          /* ISA level, e.g. "avx512" */
     int dtype;                 /* compute dtype, PYTPP_EW_F32 or PYTPP_EW_F64 */
@@ -112,6 +118,7 @@ typedef struct pytpp_ew_kernels {
     pytpp_ew_dropout_inv_fn dropout_inv;
     pytpp_ew_rand_fn rand;
     pytpp_ew_softmax_fn softmax;
+    /* rows beyond the caches; buf holds PYTPP_EW_SOFTMAX_BUF_BYTES(n, element size) */
     pytpp_ew_softmax_rows_fn softmax_rows_nt;
     pytpp_ew_reduce_row_fn reduce_row;
     pytpp_ew_reduce_acc_fn reduce_acc;
