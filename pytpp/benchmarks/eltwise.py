@@ -66,6 +66,8 @@ def _activations(h, threads, n):
                  ("tanh", lambda: nn.tanh(x, approx=True, out=out), "pade"),
                  ("tanh", lambda: nn.tanh(x, approx="minimax", out=out), "minimax"),
                  ("sigmoid", lambda: nn.sigmoid(x, approx=True, out=out), "approx"),
+                 ("sigmoid", lambda: nn.sigmoid(x, approx="pade", out=out), "pade"),
+                 ("sigmoid", lambda: nn.sigmoid(x, out=out), "exact"),
                  ("gelu", lambda: nn.gelu(x, approx=True, out=out), "minimax"),
                  ("gelu", lambda: nn.gelu(x, out=out), "exact erf"),
                  ("gelu_tanh", lambda: nn.gelu(x, "tanh", approx=True, out=out), "pade"),

@@ -20,7 +20,8 @@ _DT = {np.dtype(np.float64): 0, np.dtype(np.float32): 1, BF16: 2}
 
 # C op codes (enum pytpp_ew_unary_op / pytpp_ew_binary_op)
 _U = dict(relu=10, exp=11, exp_approx=12, tanh=13, tanh_pade=14, tanh_minimax=15, sigmoid=16,
-          sigmoid_pade=17, gelu=18, gelu_minimax=19, gelu_tanh=20, gelu_tanh_pade=21)
+          sigmoid_pade=17, gelu=18, gelu_minimax=19, gelu_tanh=20, gelu_tanh_pade=21,
+          sigmoid_approx=22)
 _B = dict(relu_inv=6, tanh_inv=7, sigmoid_inv=8, gelu_inv=9, gelu_tanh_inv=10, exp_inv=11)
 
 
@@ -210,7 +211,11 @@ def tanh(x, *, approx=False, out=None):
 
 
 def sigmoid(x, *, approx=False, out=None):
-    """Logistic sigmoid ``1 / (1 + exp(-x))``; ``approx=True``: ``(tanh_pade(x/2) + 1) / 2``.
+    """Logistic sigmoid ``1 / (1 + exp(-x))``, element-wise.
+
+    ``approx=True``: from the approximate exp of ``-|x|`` (``1 / (1 + e)`` or ``e / (1 + e)``,
+    relative error that of the exp); ``'pade'``: ``(tanh_pade(x/2) + 1) / 2``; ``False``: within
+    a few ulp. Bounds in docs/eltwise.md.
 
     Examples
     --------
@@ -218,7 +223,8 @@ def sigmoid(x, *, approx=False, out=None):
     >>> pytpp.nn.sigmoid(np.array([0.0]))
     array([0.5])
     """
-    return _unary("sigmoid", _approx_code("sigmoid", approx, "pytpp.nn.sigmoid", ("pade",)), x, out)
+    return _unary("sigmoid", _approx_code("sigmoid", approx, "pytpp.nn.sigmoid",
+                                             ("approx", "pade")), x, out)
 
 
 def _gelu_name(approximate, fn):
@@ -232,8 +238,9 @@ def gelu(x, approximate="none", *, approx=False, out=None):
     form ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (``approximate='tanh'``), as in
     ``torch.nn.functional.gelu``.
 
-    ``approx=True`` computes the erf form by a 16-interval minimax polynomial and the tanh form
-    through the Pade tanh (float32 compute; bounds in docs/eltwise.md).
+    ``approx=True`` computes the erf form by a 16-interval minimax polynomial (AVX2: the exact
+    formula with a shorter exp) and the tanh form through the Pade tanh (float32 compute; bounds
+    in docs/eltwise.md).
 
     Examples
     --------

@@ -24,10 +24,11 @@ _UNARY = {
     "identity": (0, None), "zero": (1, None), "square": (2, None), "increment": (3, None),
     "decrement": (4, None), "negate": (5, None), "abs": (6, None), "sqrt": (7, None),
     "reciprocal": (8, None), "rsqrt": (9, None), "relu": (10, None),
-    "exp": (11, 12), "tanh": (13, 14), "sigmoid": (16, 17), "gelu": (18, 19),
+    "exp": (11, 12), "tanh": (13, 14), "sigmoid": (16, 22), "gelu": (18, 19),
     "gelu_tanh": (20, 21),
 }
-_TANH_MINIMAX = 15
+# approximations chosen by name where an op has more than one
+_NAMED_APPROX = {("tanh", "minimax"): 15, ("sigmoid", "pade"): 17}
 # activation backward forms: binary kernels (gradient, forward input or output)
 _BACKWARD = {"relu_inv": 6, "tanh_inv": 7, "sigmoid_inv": 8, "gelu_inv": 9, "gelu_tanh_inv": 10,
              "exp_inv": 11}
@@ -204,8 +205,8 @@ def _resolve_unary(op, approx, fn):
     code, acode = _UNARY[op]
     if approx in (False, None, "none", "exact"):
         return code
-    if op == "tanh" and approx == "minimax":
-        return _TANH_MINIMAX
+    if (op, approx) in _NAMED_APPROX:
+        return _NAMED_APPROX[(op, approx)]
     if acode is None:
         raise ValueError(f"{fn}: op {op!r} has no approximation; use approx=False")
     if approx in (True, "pade", "minimax", "fast"):
@@ -244,6 +245,8 @@ def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi
     approx : bool or {'pade', 'minimax'}
         Use the fast approximation of exp / tanh / sigmoid / gelu / gelu_tanh (float32 compute;
         see docs/eltwise.md for the measured errors). False: accurate within a few ulp.
+        Where an op has two, True picks the default: tanh 'pade' (or 'minimax'); sigmoid from
+        the approximate exp (or 'pade', through the Pade tanh).
     p, seed : float, int
         Dropout probability and generator seed (the default seed of calls).
 

@@ -82,6 +82,24 @@ def test_forward_approx(isa, rng, name):
         np.testing.assert_allclose(y, want, atol=1e-4, rtol=3e-3)
 
 
+def test_sigmoid_approx_choices(isa, rng):
+    """approx=True is the sigmoid from the approximate exp, 'pade' the one through the Pade tanh:
+    the same bits as the kernel handles; no 'minimax' sigmoid."""
+    x = (rng.standard_normal((7, 33)) * 6).astype(np.float32)
+    for approx in (True, "pade"):
+        want = np.empty_like(x)
+        pytpp.tpp.unary("sigmoid", 7, 33, np.float32, approx=approx)(x, want)
+        np.testing.assert_array_equal(nn.sigmoid(x, approx=approx), want)
+    assert not np.array_equal(nn.sigmoid(x, approx=True), nn.sigmoid(x, approx="pade"))
+    # the exp form saturates exactly and keeps the relative accuracy of the exp in the tail
+    t = np.array([-30.0, -12.0, 0.0, 12.0, 30.0, np.inf, -np.inf], np.float32)
+    y = nn.sigmoid(t, approx=True)
+    assert abs(y[2] - 0.5) < 1e-6 and y[4] == 1.0 and y[5] == 1.0 and 0 <= y[6] < 1e-37
+    np.testing.assert_allclose(y[:2], expit(t[:2].astype(np.float64)), rtol=4e-6)
+    with pytest.raises(ValueError, match="approx"):
+        nn.sigmoid(x, approx="minimax")
+
+
 @pytest.mark.parametrize("name", list(FORWARD))
 def test_out_and_in_place(isa, rng, name):
     f, ref = FORWARD[name]

@@ -207,7 +207,8 @@ def test_bf16_compute(isa, rng):
 _FUSED_BF16 = [("square", False), ("increment", False), ("decrement", False), ("negate", False),
                ("abs", False), ("sqrt", False), ("reciprocal", False), ("rsqrt", False),
                ("relu", False), ("exp", False), ("exp", True), ("tanh", False), ("tanh", "pade"),
-               ("tanh", "minimax"), ("sigmoid", False), ("sigmoid", True), ("gelu", False),
+               ("tanh", "minimax"), ("sigmoid", False), ("sigmoid", True), ("sigmoid", "pade"),
+               ("gelu", False),
                ("gelu", "minimax"), ("gelu_tanh", False), ("gelu_tanh", "pade")]
 
 

@@ -37,6 +37,7 @@ enum pytpp_ew_unary_op {
     PYTPP_EW_SIGMOID, PYTPP_EW_SIGMOID_PADE,
     PYTPP_EW_GELU, PYTPP_EW_GELU_MINIMAX,               /* erf form */
     PYTPP_EW_GELU_TANH, PYTPP_EW_GELU_TANH_PADE,        /* tanh form */
+    PYTPP_EW_SIGMOID_APPROX,                            /* from the approximate exp */
     PYTPP_EW_N_UNARY
 };
 

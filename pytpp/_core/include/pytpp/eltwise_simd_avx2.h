@@ -42,6 +42,8 @@ typedef struct { __m256 lo, hi; } lut_t;
 #define E_ROUND(a) _mm256_round_ps((a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define E_CMP(a, b, P) _mm256_cmp_ps((a), (b), (P))
 #define E_SEL(m, a, b) _mm256_blendv_ps((a), (b), (m))
+/* b where x has its sign bit set (x < 0, -0, negative NaN), else a: blendv reads the sign */
+#define E_SEL_NEG(x, a, b) _mm256_blendv_ps((a), (b), (x))
 #define E_CMASK_BITS(m) ((uint32_t)_mm256_movemask_ps(m))
 #define E_CMASK_FROM_BITS(b) _mm256_castsi256_ps(_mm256_cmpeq_epi32(                       \
     _mm256_and_si256(_mm256_set1_epi32((int)(b)), _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128)), \

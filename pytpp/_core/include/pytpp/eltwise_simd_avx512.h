@@ -40,6 +40,8 @@ typedef __m512 lut_t;
 #define E_ROUND(a) _mm512_roundscale_ps((a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define E_CMP(a, b, P) _mm512_cmp_ps_mask((a), (b), (P))
 #define E_SEL(m, a, b) _mm512_mask_blend_ps((m), (a), (b))
+/* b where x has its sign bit set (x < 0, -0, negative NaN), else a */
+#define E_SEL_NEG(x, a, b) _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(x)), (a), (b))
 #define E_CMASK_BITS(m) ((uint32_t)(m))
 #define E_CMASK_FROM_BITS(b) ((__mmask16)(b))
 #define E_CMASK_AND(a, b) ((__mmask16)((a) & (b)))

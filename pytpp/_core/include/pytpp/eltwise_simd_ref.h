@@ -65,6 +65,8 @@ static inline int ew_ref_cmp(elem_t a, elem_t b, int p)
 }
 #define E_CMP(a, b, P) ew_ref_cmp((a), (b), (P))
 #define E_SEL(m, a, b) ((m) ? (b) : (a))
+/* b where x has its sign bit set (x < 0, -0, negative NaN), else a */
+#define E_SEL_NEG(x, a, b) (signbit(x) ? (b) : (a))
 #define E_CMASK_BITS(m) ((uint32_t)((m) != 0))
 #define E_CMASK_FROM_BITS(b) ((int)((b) & 1u))
 #define E_CMASK_AND(a, b) ((a) && (b))
