@@ -38,6 +38,25 @@ cdef inline void *ptr(cnp.ndarray a):
     return cnp.PyArray_DATA(a)
 
 
+def check_buffer(arr, name, dtype, Py_ssize_t need, fn, bint writable=False):
+    """The kernel handles' check of one operand (an ndarray of `dtype`, C-contiguous, writable
+    when written, at least `need` elements), with the flags read in C: a handle call from Python
+    pays ~0.1 us per operand instead of ~0.6."""
+    if not isinstance(arr, cnp.ndarray):
+        raise TypeError(f"{fn}: {name} must be a numpy.ndarray, got {type(arr).__name__}")
+    cdef cnp.ndarray a = <cnp.ndarray>arr
+    if <object>cnp.PyArray_DESCR(a) is not dtype and a.dtype != dtype:
+        raise TypeError(f"{fn}: {name} has dtype {a.dtype}; expected {dtype}")
+    if not cnp.PyArray_IS_C_CONTIGUOUS(a):
+        raise ValueError(f"{fn}: {name} must be C-contiguous (handles address flat buffers with "
+                         f"the descriptor's leading dimensions)")
+    if writable and not cnp.PyArray_ISWRITEABLE(a):
+        raise ValueError(f"{fn}: {name} is read-only; the kernel writes into it")
+    if cnp.PyArray_SIZE(a) < need:
+        raise ValueError(f"{fn}: {name} has {a.size} elements; the kernel addresses {need}")
+    return arr
+
+
 def run(int kind, int op, int64_t m, int64_t n, tuple ins, out, int cdt, int isa,
         cnp.ndarray bits=None, int64_t ldm=0, uint64_t seed=0, uint64_t base=0,
         uint32_t thresh=0, double scale=1.0, int approx=0, threads=None):

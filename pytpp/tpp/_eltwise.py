@@ -69,19 +69,8 @@ def _extent(m, n, ld, bcast):
     return {0: (m - 1) * ld + n, 1: n, 2: (m - 1) * ld + 1, 3: 1}[bcast]
 
 
-def _buffer(arr, name, dtype, need, fn, writable=False):
-    if not isinstance(arr, np.ndarray):
-        raise TypeError(f"{fn}: {name} must be a numpy.ndarray, got {type(arr).__name__}")
-    if arr.dtype != dtype:
-        raise TypeError(f"{fn}: {name} has dtype {arr.dtype}; expected {dtype}")
-    if not arr.flags.c_contiguous:
-        raise ValueError(f"{fn}: {name} must be C-contiguous (handles address flat buffers with "
-                         f"the descriptor's leading dimensions)")
-    if writable and not arr.flags.writeable:
-        raise ValueError(f"{fn}: {name} is read-only; the kernel writes into it")
-    if arr.size < need:
-        raise ValueError(f"{fn}: {name} has {arr.size} elements; the kernel addresses {need}")
-    return arr
+# operand checks of the handles (type, dtype, C order, writable, size), in C
+_buffer = _ew.check_buffer
 
 
 class _Kernel:
@@ -115,17 +104,24 @@ class EltwiseKernel(_Kernel):
         self._kind, self._op, self._m, self._n = kind, op, m, n
         self._in = tuple(zip(in_dts, in_lds, in_bcast))
         self._out_dt, self._ldo, self._cdt = out_dt, ldo, cdt
+        # per call: what each operand must hold, and the C codes
+        self._in_checks = tuple((name, dt, _extent(m, n, ld, bc))
+                                for name, dt, ld, bc in zip("xyz", in_dts, in_lds, in_bcast))
+        self._in_codes = tuple((ld, _DT_CODE[dt], bc) for dt, ld, bc in self._in)
+        self._out_need = _extent(m, n, ldo, 0)
+        self._out_code = _DT_CODE[out_dt]
+        self._cdt_code = _DT_CODE[cdt]
         self._bits_role = bits     # None, "in" or "out"
         self._ldm = ldm
         self._seed, self._thresh, self._scale = seed, thresh, scale
+        self._plain_unary = kind == _ew.KIND_UNARY and bits is None
 
     def _check_inputs(self, arrays):
         fn = self._fn
         ins = []
-        for i, (arr, (dt, ld, bc)) in enumerate(zip(arrays, self._in)):
-            name = "xyz"[i]
-            _buffer(arr, name, dt, _extent(self._m, self._n, ld, bc), fn)
-            ins.append((arr, ld, _DT_CODE[dt], bc))
+        for arr, (name, dt, need), codes in zip(arrays, self._in_checks, self._in_codes):
+            _buffer(arr, name, dt, need, fn)
+            ins.append((arr,) + codes)
         return tuple(ins)
 
     def _bits(self, arr, writable):
@@ -134,6 +130,15 @@ class EltwiseKernel(_Kernel):
 
     def __call__(self, *args, seed=None, base=0):
         fn = self._fn
+        if self._plain_unary and len(args) == 2:
+            # the common k(x, out): the general path's Python costs as much as the kernel
+            x, out = args
+            name, dt, need = self._in_checks[0]
+            _buffer(x, name, dt, need, fn)
+            _buffer(out, "out", self._out_dt, self._out_need, fn, True)
+            _ew.run(self._kind, self._op, self._m, self._n, ((x,) + self._in_codes[0],),
+                    (out, self._ldo, self._out_code), self._cdt_code, self._isa_idx)
+            return out
         nin = len(self._in)
         nargs = nin + (self._bits_role == "in") + 1
         if len(args) != nargs:
@@ -147,11 +152,11 @@ class EltwiseKernel(_Kernel):
             bits = self._bits(out, True)
             outspec = None
         else:
-            _buffer(out, "out", self._out_dt, _extent(self._m, self._n, self._ldo, 0), fn, True)
-            outspec = (out, self._ldo, _DT_CODE[self._out_dt])
+            _buffer(out, "out", self._out_dt, self._out_need, fn, True)
+            outspec = (out, self._ldo, self._out_code)
         if self._bits_role == "out" and self._kind == _ew.KIND_DROPOUT:
             raise TypeError(f"{fn}: use call_with_mask(x, out, mask) for dropout")
-        _ew.run(self._kind, self._op, self._m, self._n, ins, outspec, _DT_CODE[self._cdt],
+        _ew.run(self._kind, self._op, self._m, self._n, ins, outspec, self._cdt_code,
                 self._isa_idx, bits, self._ldm,
                 seed=self._seed if seed is None else seed, base=base, thresh=self._thresh,
                 scale=self._scale)
@@ -161,10 +166,10 @@ class EltwiseKernel(_Kernel):
         """Dropout: ``out = x * keep / (1 - p)``, keep-bits into `mask` (uint8, ldm bytes/row)."""
         fn = self._fn
         ins = self._check_inputs((x,))
-        _buffer(out, "out", self._out_dt, _extent(self._m, self._n, self._ldo, 0), fn, True)
+        _buffer(out, "out", self._out_dt, self._out_need, fn, True)
         bits = self._bits(mask, True) if mask is not None else None
-        _ew.run(self._kind, self._op, self._m, self._n, ins, (out, self._ldo, _DT_CODE[self._out_dt]),
-                _DT_CODE[self._cdt], self._isa_idx, bits, self._ldm,
+        _ew.run(self._kind, self._op, self._m, self._n, ins, (out, self._ldo, self._out_code),
+                self._cdt_code, self._isa_idx, bits, self._ldm,
                 seed=self._seed if seed is None else seed, base=base, thresh=self._thresh,
                 scale=self._scale)
         return out, mask
