@@ -39,11 +39,24 @@ def _demo(args):
 
 def _bench(args):
     from pytpp.benchmarks import run
+    if args.list:
+        print("\n".join(run.available()))
+        return 0
     return run.main(args.cases, threads=args.threads, quick=args.quick, repeats=args.repeats)
+
+
+def _version():
+    from importlib import metadata
+    try:
+        return metadata.version("pytpp")
+    except metadata.PackageNotFoundError:  # run from a source tree without an install
+        import pytpp
+        return pytpp.__version__
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m pytpp", description=__doc__)
+    p.add_argument("--version", action="version", version=f"pytpp {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True)
     pi = sub.add_parser("info", help="CPU, ISA level, caches, threads and measured peaks")
     pi.add_argument("--quick", action="store_true", help="shorter measurement")
@@ -52,6 +65,7 @@ def main(argv=None):
     pd.set_defaults(fn=_demo)
     pb = sub.add_parser("bench", help="benchmarks against numpy/scipy/torch, in one run")
     pb.add_argument("cases", nargs="*", help="benchmark names (default: all); see --list")
+    pb.add_argument("--list", action="store_true", help="print the benchmark names and exit")
     pb.add_argument("--threads", default="1", help="comma-separated thread counts, e.g. 1,2")
     pb.add_argument("--quick", action="store_true", help="fewer repetitions and sizes")
     pb.add_argument("--repeats", type=int, default=None, help="timed repetitions per case")

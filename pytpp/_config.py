@@ -1,6 +1,7 @@
 """Process-wide configuration: ISA level (capped by PYTPP_ISA), threads, cache sizes."""
 import contextlib
 import os
+import warnings
 
 from pytpp._core import _runtime
 
@@ -34,23 +35,34 @@ def _read_cache_sizes():
     return sizes[1], sizes[2], sizes[3]
 
 
-def _default_threads():
-    for var in ("PYTPP_NUM_THREADS", "OMP_NUM_THREADS"):
-        value = os.environ.get(var, "").split(",")[0].strip()
-        if value.isdigit() and int(value) > 0:
-            return int(value)
+def _cpus():
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
 
 
+def _default_threads():
+    for var in ("PYTPP_NUM_THREADS", "OMP_NUM_THREADS"):
+        raw = os.environ.get(var, "")
+        value = raw.split(",")[0].strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+        if var == "PYTPP_NUM_THREADS" and raw.strip():
+            warnings.warn(f"pytpp: ignoring PYTPP_NUM_THREADS={raw!r}: expected a positive "
+                          f"integer", RuntimeWarning, stacklevel=3)
+    return _cpus()
+
+
 def _apply_env_isa():
-    cap = os.environ.get("PYTPP_ISA", "").strip().lower()
+    raw = os.environ.get("PYTPP_ISA", "")
+    cap = raw.strip().lower()
     if not cap:
         return
     if cap not in LEVELS:
-        raise ImportError(f"PYTPP_ISA={cap!r}: expected one of {', '.join(LEVELS)}")
+        warnings.warn(f"pytpp: ignoring PYTPP_ISA={raw!r}: expected one of {', '.join(LEVELS)}; "
+                      f"using {_runtime.best_isa()!r}", RuntimeWarning, stacklevel=3)
+        return
     best = LEVELS.index(_runtime.best_isa())
     _runtime.set_isa(LEVELS[min(best, LEVELS.index(cap))])
 
@@ -91,20 +103,33 @@ def use_isa(level):
 
 
 def get_num_threads():
-    """Threads pytpp kernels use (process-wide; read at every call)."""
-    return _runtime.get_num_threads()
+    """Threads pytpp kernels use (process-wide; read at every call). Fewer than set when
+    OpenMP's limit was lowered since import (``threadpoolctl.threadpool_limits(n,
+    user_api="openmp")``)."""
+    return _runtime.effective_num_threads()
 
 
 def set_num_threads(n):
     """Set the threads pytpp kernels use, process-wide.
+
+    More threads than the CPUs this process may use is allowed but warned about: every kernel
+    then waits for threads that share a core.
 
     >>> import pytpp
     >>> old = pytpp.get_num_threads(); pytpp.set_num_threads(1); pytpp.get_num_threads()
     1
     >>> pytpp.set_num_threads(old)
     """
-    if isinstance(n, bool) or not isinstance(n, int):
+    import numpy as np
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"pytpp.set_num_threads: n must be an int, got {type(n).__name__}")
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"pytpp.set_num_threads: n must be >= 1, got {n}")
+    if n > _cpus():
+        warnings.warn(f"pytpp.set_num_threads({n}): more threads than the {_cpus()} CPUs this "
+                      f"process may use (oversubscription slows every kernel)", RuntimeWarning,
+                      stacklevel=2)
     _runtime.set_num_threads(n)
 
 

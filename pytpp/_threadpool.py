@@ -1,7 +1,7 @@
 """threadpoolctl integration: `threadpool_limits(1)` limits pytpp like it limits BLAS and OpenMP."""
 import threadpoolctl
 
-from pytpp import _config
+from pytpp._core import _runtime
 
 
 class PytppController(threadpoolctl.LibController):
@@ -12,10 +12,10 @@ class PytppController(threadpoolctl.LibController):
     filename_prefixes = ("_runtime",)
 
     def get_num_threads(self):
-        return _config.get_num_threads()
+        return _runtime.get_num_threads()
 
     def set_num_threads(self, num_threads):
-        _config.set_num_threads(max(1, int(num_threads)))
+        _runtime.set_num_threads(max(1, int(num_threads)))
 
     def get_version(self):
         from pytpp import __version__

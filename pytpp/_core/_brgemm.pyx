@@ -30,6 +30,9 @@ cdef inline char *buffer_of(object arr, str name, int typenum, bint writable,
     cdef cnp.ndarray x = <cnp.ndarray>arr
     if cnp.PyArray_TYPE(x) != typenum:
         raise TypeError(f"{name} has dtype {x.dtype}; expected {"float64" if typenum == cnp.NPY_FLOAT64 else "float32"}")
+    if not cnp.PyArray_ISNOTSWAPPED(x):
+        raise ValueError(f"{name} has non-native byte order ({x.dtype.str}); kernel handles read "
+                         f"native data: convert with {name}.astype({name}.dtype.newbyteorder('='))")
     if not cnp.PyArray_IS_C_CONTIGUOUS(x):
         raise ValueError(f"{name} must be C-contiguous (kernel handles address flat buffers with "
                          f"the descriptor's leading dimensions)")
@@ -44,6 +47,13 @@ cdef inline char *buffer_of(object arr, str name, int typenum, bint writable,
 
 cdef inline bint overlaps(const char *p, int64_t pbytes, const char *q, int64_t qbytes) noexcept nogil:
     return pbytes > 0 and qbytes > 0 and p < q + qbytes and q < p + pbytes
+
+
+cdef inline bint blocks_fit(int64_t count, int64_t stride, int64_t ext, int64_t size) noexcept:
+    """(count - 1) * stride + ext <= size for count >= 1 blocks, without integer overflow."""
+    if ext > size:
+        return False
+    return stride == 0 or count - 1 <= (size - ext) // stride
 
 
 cdef int64_t[::1] as_offsets(object arr, str name, int64_t lo, int64_t hi, int64_t count):
@@ -143,10 +153,10 @@ cdef class BrgemmKernel:
             count = batch[0] if batch else 1
             if count < 0:
                 raise ValueError(f"count must be >= 0, got {count}")
-            if count > 0 and (count - 1) * self.stride_a + self.ext_a > na:
+            if count > 0 and not blocks_fit(count, self.stride_a, self.ext_a, na):
                 raise ValueError(f"a has {na} elements; {count} blocks of stride {self.stride_a} "
                                  f"need {(count - 1) * self.stride_a + self.ext_a}")
-            if count > 0 and (count - 1) * self.stride_b + self.ext_b > nb_:
+            if count > 0 and not blocks_fit(count, self.stride_b, self.ext_b, nb_):
                 raise ValueError(f"b has {nb_} elements; {count} blocks of stride {self.stride_b} "
                                  f"need {(count - 1) * self.stride_b + self.ext_b}")
         elif self.mode == PYTPP_BATCH_OFFSET:
@@ -320,6 +330,8 @@ def brgemm_fast(a, b, c, double beta, out, int isa):
     cdef int typenum = cnp.PyArray_TYPE(xa)
     if xa.ndim != 3 or xb.ndim != 3 or cnp.PyArray_TYPE(xb) != typenum:
         return None
+    if not (cnp.PyArray_ISNOTSWAPPED(xa) and cnp.PyArray_ISNOTSWAPPED(xb)):
+        return None
     cdef int dt = dtype_code(typenum)
     if dt < 0:
         return None
@@ -335,7 +347,8 @@ def brgemm_fast(a, b, c, double beta, out, int isa):
         if not cnp.PyArray_CheckExact(c):
             return None
         xc = <cnp.ndarray>c
-        if xc.ndim != 2 or cnp.PyArray_TYPE(xc) != typenum or xc.shape[0] != m or xc.shape[1] != n:
+        if (xc.ndim != 2 or cnp.PyArray_TYPE(xc) != typenum or xc.shape[0] != m or xc.shape[1] != n
+                or not cnp.PyArray_ISNOTSWAPPED(xc)):
             return None
     else:
         beta = 0.0
@@ -346,7 +359,8 @@ def brgemm_fast(a, b, c, double beta, out, int isa):
             return None
         xo = <cnp.ndarray>out
         if (xo.ndim != 2 or cnp.PyArray_TYPE(xo) != typenum or xo.shape[0] != m or xo.shape[1] != n
-                or not cnp.PyArray_ISWRITEABLE(xo) or xo.strides[1] != esz
+                or not cnp.PyArray_ISWRITEABLE(xo) or not cnp.PyArray_ISNOTSWAPPED(xo)
+                or xo.strides[1] != esz
                 or xo.strides[0] % esz or may_overlap(xo, xa) or may_overlap(xo, xb)):
             return None
     if c is not None and c is not out:

@@ -46,6 +46,10 @@ def check_buffer(arr, name, dtype, Py_ssize_t need, fn, bint writable=False):
         raise TypeError(f"{fn}: {name} must be a numpy.ndarray, got {type(arr).__name__}")
     cdef cnp.ndarray a = <cnp.ndarray>arr
     if <object>cnp.PyArray_DESCR(a) is not dtype and a.dtype != dtype:
+        if not cnp.PyArray_ISNOTSWAPPED(a) and a.dtype.newbyteorder("=") == dtype:
+            raise ValueError(f"{fn}: {name} has non-native byte order ({a.dtype.str}); kernel "
+                             f"handles read native data: convert with "
+                             f".astype(dtype.newbyteorder('='))")
         raise TypeError(f"{fn}: {name} has dtype {a.dtype}; expected {dtype}")
     if not cnp.PyArray_IS_C_CONTIGUOUS(a):
         raise ValueError(f"{fn}: {name} must be C-contiguous (handles address flat buffers with "

@@ -30,8 +30,14 @@ _gemm_tables[PYTPP_ISA_AVX512][PYTPP_F64] = &pytpp_gemm_f64_avx512
 _gemm_tables[PYTPP_ISA_AVX512][PYTPP_F32] = &pytpp_gemm_f32_avx512
 
 
+# OpenMP's own thread limit of the calling thread at import: when something lowers it later
+# (threadpoolctl's threadpool_limits(user_api="openmp"), omp_set_num_threads), pytpp follows.
+cdef int _omp_initial = openmp.omp_get_max_threads()
+
+
 cdef int num_threads() noexcept nogil:
-    return _threads
+    cdef int omp = openmp.omp_get_max_threads()
+    return omp if omp < _omp_initial and omp < _threads else _threads
 
 cdef int active_isa() noexcept nogil:
     return _active
@@ -99,7 +105,14 @@ def set_isa(str level):
 
 
 def get_num_threads():
+    """pytpp's thread setting."""
     return _threads
+
+
+def effective_num_threads():
+    """Threads the next kernel call from this thread uses: the setting, or fewer when OpenMP's
+    own limit was lowered since import."""
+    return num_threads()
 
 
 def set_num_threads(int n):

@@ -187,6 +187,10 @@ cdef inline char *checked_buffer(object arr, int typenum, int64_t need, bint wri
     if cnp.PyArray_TYPE(x) != typenum:
         raise TypeError(f"pytpp.tpp.gemm kernel: {name.decode()} has dtype {x.dtype}; expected "
                         f"{'float64' if typenum == cnp.NPY_FLOAT64 else 'float32'}")
+    if not cnp.PyArray_ISNOTSWAPPED(x):
+        raise ValueError(f"pytpp.tpp.gemm kernel: {name.decode()} has non-native byte order "
+                         f"({x.dtype.str}); kernel handles read native data: convert with "
+                         f".astype(dtype.newbyteorder('='))")
     if not (flags & cnp.NPY_ARRAY_C_CONTIGUOUS):
         raise ValueError(f"pytpp.tpp.gemm kernel: {name.decode()} must be C-contiguous (the "
                          f"handle addresses it with its leading dimension)")
@@ -277,9 +281,15 @@ cdef class GemmKernel:
         if count < 0:
             raise ValueError(f"pytpp.tpp.gemm kernel: count must be >= 0, got {count}")
         cdef int64_t ea = self.blk_a, eb = self.blk_b, ec = self.blk_c
-        cdef int64_t na = (count - 1) * ea + self.ext_a if count else 0
-        cdef int64_t nb_ = (count - 1) * eb + self.ext_b if count else 0
-        cdef int64_t nc = (count - 1) * ec + self.ext_c if count else 0
+        # extents in Python integers: a count no buffer can hold must not wrap around int64
+        pycount = int(count)
+        need = [(pycount - 1) * int(blk) + int(ext) if pycount else 0
+                for blk, ext in ((ea, self.ext_a), (eb, self.ext_b), (ec, self.ext_c))]
+        for name, arr, nd in (("a", a, need[0]), ("b", b, need[1]), ("c", c, need[2])):
+            if nd >= (1 << 59):   # more bytes than an address space holds
+                raise ValueError(f"pytpp.tpp.gemm kernel: {count} products address {nd} elements "
+                                 f"of {name}; no buffer holds that many")
+        cdef int64_t na = need[0], nb_ = need[1], nc = need[2]
         cdef char *pc = checked_buffer(c, self.typenum, nc, True, b"c")
         cdef const char *pa = checked_buffer(a, self.typenum, na, False, b"a")
         cdef const char *pb = checked_buffer(b, self.typenum, nb_, False, b"b")

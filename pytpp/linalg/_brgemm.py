@@ -24,20 +24,22 @@ def brgemm(a, b, c=None, /, *, beta=1.0, out=None):
     beta : float
         Scale of `c`. Ignored when `c` is None.
     out : ndarray, optional
-        Where to write the result; may be `c` itself (in-place accumulation). Must have the
-        result's shape and dtype and must not overlap `a` or `b`.
+        Where to write the result; may be `c` itself (in-place accumulation). It must have the
+        result's shape and a dtype the result casts to (same_kind); it may overlap `a` or `b`
+        (they are copied first, as numpy would).
 
     Returns
     -------
     ndarray, shape (..., m, n)
-        float64 if any input is float64, else float32.
+        numpy's result type of a, b (and c): float64 if any is float64, float16 for float16
+        inputs (computed in float32), else float32 (bfloat16 inputs compute in float32).
 
     Raises
     ------
     TypeError
-        For a dtype other than float64/float32, or an `out` of the wrong dtype.
+        For a non-float dtype, or an `out` the result cannot be cast to.
     ValueError
-        For mismatched shapes, fewer than 3 dimensions, or a read-only or aliased `out`.
+        For mismatched shapes, fewer than 3 dimensions, or a read-only `out`.
 
     Examples
     --------
@@ -54,8 +56,8 @@ def brgemm(a, b, c=None, /, *, beta=1.0, out=None):
     fast = _brgemm.brgemm_fast(a, b, c, beta, out, isa)
     if fast is not None:
         return fast
-    a = _validate.as_float_array(a, "a", _FN)
-    b = _validate.as_float_array(b, "b", _FN)
+    a = _validate.contraction_operand(a, "a", _FN)
+    b = _validate.contraction_operand(b, "b", _FN)
     if a.ndim < 3:
         raise ValueError(f"{_FN}: a must have at least 3 dimensions (..., nb, m, k), got shape {a.shape}")
     if b.ndim < 3:
@@ -72,45 +74,53 @@ def brgemm(a, b, c=None, /, *, beta=1.0, out=None):
     except ValueError:
         raise ValueError(f"{_FN}: leading dimensions {a.shape[:-3]} and {b.shape[:-3]} do not "
                          f"broadcast") from None
-    dtype = np.result_type(a.dtype, b.dtype)
     shape = lead + (m, n)
-    beta = float(beta)
+    try:
+        beta = float(beta)
+    except (TypeError, ValueError):
+        raise TypeError(f"{_FN}: beta must be a real number, got {beta!r}") from None
+    dtypes = [a.dtype, b.dtype]
     if c is not None:
-        c = _validate.as_float_array(c, "c", _FN)
+        c = _validate.contraction_operand(c, "c", _FN)
         try:
             ok = np.broadcast_shapes(c.shape, shape) == shape
         except ValueError:
             ok = False
         if not ok:
             raise ValueError(f"{_FN}: c has shape {c.shape}; expected one that broadcasts to {shape}")
+        dtypes.append(c.dtype)
+    # numpy's promotion of beta * c + a @ b; bfloat16 and float16 compute in float32
+    result = _validate.promote(*dtypes)
+    if result == _validate.BF16:
+        result = _validate.F32
+    compute = _validate.F64 if result == _validate.F64 else _validate.F32
     if out is not None:
-        _validate.check_out(out, shape, dtype, _FN, (("a", a), ("b", b)))
+        _validate.check_out(out, shape, result, _FN)
+        a, b = _validate.unalias(out, (a, b), allow_same=False)
     else:
-        out = np.empty(shape, dtype)
-
-    if c is None:
-        beta = 0.0
-    elif c is not out:
-        np.copyto(out, c, casting="same_kind")
+        out = np.empty(shape, result)
     if out.size == 0:
         return out
 
-    a = _as_kernel_operand(a, dtype)
-    b = _as_kernel_operand(b, dtype)
-    a4 = _as_4d(a, lead)
-    b4 = _as_4d(b, lead)
+    a4 = _as_4d(_as_kernel_operand(a, compute), lead)
+    b4 = _as_4d(_as_kernel_operand(b, compute), lead)
     work3 = None
-    if out.strides[-1] == out.itemsize and _validate.element_strides_ok(out):
+    if (out.dtype == compute and out.strides[-1] == out.itemsize
+            and _validate.element_strides_ok(out)):
         try:
             work3 = out.reshape((math.prod(lead), m, n), copy=False)
         except ValueError:  # leading dims that do not merge into one stride
             work3 = None
-    if work3 is not None:
-        _brgemm.brgemm_strided(a4, b4, work3, 1.0, beta, isa)
-        return out
-    tmp = np.ascontiguousarray(out)  # holds c already when beta uses it
-    _brgemm.brgemm_strided(a4, b4, tmp.reshape((math.prod(lead), m, n)), 1.0, beta, isa)
-    out[...] = tmp
+    work = out if work3 is not None else np.empty(shape, compute)
+    if c is None:
+        beta = 0.0
+    elif c is not work and beta != 0.0:
+        np.copyto(work, c, casting="same_kind")
+    if work3 is None:
+        work3 = work.reshape((math.prod(lead), m, n))
+    _brgemm.brgemm_strided(a4, b4, work3, 1.0, beta, isa)
+    if work is not out:
+        np.copyto(out, work, casting="same_kind")
     return out
 
 

@@ -1,84 +1,74 @@
 """pytpp.matmul: np.matmul semantics on a Goto/BLIS packed GEMM, float64/float32/bfloat16."""
+import ml_dtypes
 import numpy as np
 
+from pytpp import _validate
 from pytpp._core import _matmul as _cm
 from pytpp._core import _runtime
+from pytpp.linalg import _smallgemm
 
 _FN = "pytpp.matmul"
 
-try:  # bfloat16 comes from ml_dtypes (a numpy extension dtype); optional
-    import ml_dtypes as _ml_dtypes
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+_cm.set_bf16_typenum(BFLOAT16.num)
 
-    BFLOAT16 = np.dtype(_ml_dtypes.bfloat16)
-    _cm.set_bf16_typenum(BFLOAT16.num)
-except ImportError:  # pragma: no cover - ml_dtypes is a test/runtime dependency here
-    _ml_dtypes = None
-    BFLOAT16 = None
-
-_F64, _F32 = np.dtype(np.float64), np.dtype(np.float32)
-SUPPORTED = tuple(d for d in (_F64, _F32, BFLOAT16) if d is not None)
-_NAMES = "float64, float32 or bfloat16"
+_F64, _F32, _F16 = np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16)
+SUPPORTED = (_F64, _F32, BFLOAT16)
+RESULT_TYPES = SUPPORTED + (_F16,)
+_NAMES = "float64, float32, bfloat16 or float16"
 
 # Tests may force one bf16 kernel ("ref", "avx2", "avx512" emulation, "avx512_bf16" native).
 _bf16_kernel = 0
 
-# Stacks of matrices at most this big per side go to issue 4's small-GEMM engine when present.
-_SMALL_STACK_MAX = 64  # small-GEMM stack kernels beat the Goto batch up to here (fp64 40^3: 34 vs 22 GFLOP/s)
-
-
-def _smallgemm():
-    try:
-        from pytpp.linalg import _smallgemm
-    except ImportError:
-        return None
-    return getattr(_smallgemm, "batched_matmul", None)
+# Stacks of matrices at most this big per side go to the small-GEMM stack kernels, which beat
+# the Goto batch up to here (fp64 40^3: 34 vs 22 GFLOP/s).
+_SMALL_STACK_MAX = 64
 
 
 def _as_operand(x, name):
     if isinstance(x, np.ndarray):
         arr = x
     elif hasattr(x, "__array__") or isinstance(x, (list, tuple, int, float)):
-        arr = np.asarray(x)
+        arr = x
     else:
         raise TypeError(f"{_FN}: {name} must be array_like, got {type(x).__name__}")
-    if arr.dtype not in SUPPORTED:
-        raise TypeError(f"{_FN}: {name} has dtype {arr.dtype}; expected {_NAMES}")
+    arr = _validate.contraction_operand(arr, name, _FN)
     if arr.ndim == 0:
         raise ValueError(f"{_FN}: {name} is a scalar (0-d); matmul needs at least 1 dimension "
                          f"(use * for scalars)")
-    if not arr.dtype.isnative:
-        arr = arr.astype(arr.dtype.newbyteorder("="))
     return arr
+
+
+def _result_dtype_arg(dtype):
+    if dtype is None:
+        return None
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{_FN}: dtype={dtype!r} is not a dtype; expected {_NAMES}") from None
+    if dtype not in RESULT_TYPES:
+        raise TypeError(f"{_FN}: dtype={dtype} is not supported; expected {_NAMES}")
+    return dtype
 
 
 def _resolve_dtypes(a, b, dtype, out):
     """(kernel dtype code, operand dtype the kernel reads, result dtype).
 
     bfloat16 x bfloat16 runs the bf16 kernel (float32 accumulation) unless float64 is asked for;
-    anything else computes in the promoted float type (bfloat16 widens exactly to float32)."""
-    if dtype is not None:
-        try:
-            dtype = np.dtype(dtype)
-        except TypeError:
-            raise TypeError(f"{_FN}: dtype={dtype!r} is not a dtype; expected {_NAMES}") from None
-        if dtype not in SUPPORTED:
-            raise TypeError(f"{_FN}: dtype={dtype} is not supported; expected {_NAMES}")
-    both_bf16 = BFLOAT16 is not None and a.dtype == BFLOAT16 and b.dtype == BFLOAT16
+    anything else computes in float64 or float32 (bfloat16 and float16 widen exactly to float32)
+    and the result follows numpy's promotion (float16 x float16 gives float16)."""
+    dtype = _result_dtype_arg(dtype)
+    both_bf16 = a.dtype == BFLOAT16 and b.dtype == BFLOAT16
     if both_bf16 and (dtype is None or dtype != _F64):  # (np.dtype == None is float64!)
         code, operand, default = _cm.DT_BF16, BFLOAT16, _F32
     else:
-        floats = [d for d in (a.dtype, b.dtype) if d != BFLOAT16] or [_F32]
-        if dtype is not None and dtype != BFLOAT16:
-            floats.append(dtype)
-        operand = default = np.result_type(*floats)
+        default = _validate.promote(a.dtype, b.dtype)
+        if default == BFLOAT16:
+            default = _F32
+        need = default if dtype is None or dtype == BFLOAT16 else _validate.promote(default, dtype)
+        operand = _F64 if need == _F64 else _F32
         code = _cm.DT_F64 if operand == _F64 else _cm.DT_F32
-    if dtype is not None:
-        result = dtype
-    elif isinstance(out, np.ndarray) and out.dtype in SUPPORTED:
-        result = out.dtype
-    else:
-        result = default
-    return code, operand, result
+    return code, operand, default if dtype is None else dtype
 
 
 def _element_strides_ok(x):
@@ -201,16 +191,7 @@ def _result_shape(a, b):
 
 
 def _check_out(out, shape, result):
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"{_FN}: out must be a numpy.ndarray, got {type(out).__name__}")
-    if out.shape != shape:
-        raise ValueError(f"{_FN}: out has shape {out.shape}; expected {shape}")
-    if out.dtype not in SUPPORTED:
-        raise TypeError(f"{_FN}: out has dtype {out.dtype}; expected {_NAMES}")
-    if not np.can_cast(result, out.dtype, "same_kind"):
-        raise TypeError(f"{_FN}: cannot write a {result} result into out of dtype {out.dtype}")
-    if not out.flags.writeable:
-        raise ValueError(f"{_FN}: out is read-only")
+    _validate.check_out(out, shape, result, _FN)
 
 
 def _matmul_general(a, b, out, dtype):
@@ -283,17 +264,15 @@ def _compute(a2, b2, c, lead, dt_code, isa):
     m, n = c.shape[-2:]
     k = a2.shape[-1]
     if dt_code != _cm.DT_BF16 and max(m, n, k) <= _SMALL_STACK_MAX:
-        small = _smallgemm()
-        if small is not None:
-            a3 = np.broadcast_to(a2, lead + a2.shape[-2:]).reshape((-1,) + a2.shape[-2:])
-            b3 = np.broadcast_to(b2, lead + b2.shape[-2:]).reshape((-1,) + b2.shape[-2:])
-            try:
-                c3 = c.reshape((-1, m, n), copy=False)
-            except ValueError:
-                c3 = None
-            if c3 is not None:
-                small(a3, b3, c3)
-                return
+        a3 = np.broadcast_to(a2, lead + a2.shape[-2:]).reshape((-1,) + a2.shape[-2:])
+        b3 = np.broadcast_to(b2, lead + b2.shape[-2:]).reshape((-1,) + b2.shape[-2:])
+        try:
+            c3 = c.reshape((-1, m, n), copy=False)
+        except ValueError:
+            c3 = None
+        if c3 is not None:
+            _smallgemm._stack_matmul(a3, b3, c3)
+            return
     off_a, ab = _offsets(a2, lead)
     off_b, bb = _offsets(b2, lead)
     off_c, _ = _offsets(c, lead)

@@ -25,8 +25,11 @@ class PackedMatrix:
 
     Notes
     -----
-    The layout belongs to the ISA level active when packing (register block, kc); products with
-    it run at that level's kernels.
+    The layout belongs to the ISA level active when packing (register block, kc). A product
+    under another level (``pytpp.use_isa``, ``PYTPP_ISA``, or after unpickling on another CPU)
+    re-packs once for that level. A PackedMatrix pickles as its matrix. ``np.asarray(P)``
+    unpacks a copy of B; ``P.shape``, ``P.ndim``, ``P.dtype`` and ``P.T`` (unpacked) behave as
+    on an ndarray.
 
     Examples
     --------
@@ -50,6 +53,7 @@ class PackedMatrix:
 
     _pytpp_packed = True
     __array_ufunc__ = None  # make numpy defer `ndarray @ PackedMatrix` to __rmatmul__
+    ndim = 2
 
     def __init__(self, b, *, dtype=None):
         b = _mm._as_operand(b, "b")
@@ -61,20 +65,66 @@ class PackedMatrix:
             dtype = np.dtype(dtype)
         except TypeError:
             raise TypeError(f"{_FN}: dtype={dtype!r} is not a dtype") from None
+        if dtype == _mm._F16:
+            dtype = _mm._F32  # float16 weights multiply in float32
         if dtype not in _mm.SUPPORTED:
             raise TypeError(f"{_FN}: dtype={dtype} is not supported; expected {_mm._NAMES}")
         self._code = {np.dtype(np.float64): _cm.DT_F64, np.dtype(np.float32): _cm.DT_F32}.get(
             dtype, _cm.DT_BF16)
-        self._isa = _runtime.isa_index(_runtime.get_isa())
-        self._kernel = _mm._bf16_kernel
-        self._blk = _cm.blocking(self._code, self._isa, self._kernel)
         self.dtype = dtype
-        self.shape = b.shape
-        k, n = b.shape
-        src = _mm._prepare(b, dtype)
-        self._data = np.empty(_cm.packed_size(self._blk, self._code, k, n), dtype)
+        self.shape = tuple(b.shape)
+        self._layout = self._pack(_mm._prepare(b, dtype))
+
+    def _pack(self, src):
+        """(isa index, bf16 kernel, blocking, packed data) of `src` for the ISA level active now."""
+        isa = _runtime.isa_index(_runtime.get_isa())
+        kernel = _mm._bf16_kernel
+        blk = _cm.blocking(self._code, isa, kernel)
+        k, n = src.shape
+        data = np.empty(_cm.packed_size(blk, self._code, k, n), src.dtype)
         if k and n:
-            _cm.pack_b(self._blk, self._code, src, self._data)
+            _cm.pack_b(blk, self._code, src, data)
+        return isa, kernel, blk, data
+
+    def _current(self):
+        """The layout for the ISA level active now: a pack made under another level (or
+        unpickled) is re-packed once, so a product never runs kernels this CPU or the user's
+        ``use_isa`` does not allow."""
+        layout = self._layout
+        if layout[:2] != (_runtime.isa_index(_runtime.get_isa()), _mm._bf16_kernel):
+            layout = self._layout = self._pack(self._unpack(layout))
+        return layout
+
+    def _unpack(self, layout=None):
+        """B (k, n) back from a packed layout. Packing is a permutation of B's elements plus
+        zero padding: packing the element indices (in 16-bit halves, so any element size and
+        count fit) with the same blocking tells where each element went."""
+        _, _, blk, data = self._layout if layout is None else layout
+        k, n = self.shape
+        b = np.zeros((k, n), data.dtype)
+        if not (k and n):
+            return b
+        idx = np.arange(1, k * n + 1, dtype=np.int64).reshape(k, n)   # 0 marks padding
+        carrier = np.dtype(f"u{data.itemsize}")
+        pos = np.zeros(data.shape, np.int64)
+        for shift in (0, 16, 32):
+            if idx.max() >> shift == 0:
+                break
+            part = ((idx >> shift) & 0xFFFF).astype(carrier).view(data.dtype)
+            packed = np.zeros(data.shape, data.dtype)
+            _cm.pack_b(blk, self._code, part, packed)
+            pos |= packed.view(carrier).astype(np.int64) << shift
+        used = pos > 0
+        b.reshape(-1)[pos[used] - 1] = data[used]
+        return b
+
+    @property
+    def _data(self):
+        return self._layout[3]
+
+    @property
+    def _blk(self):
+        return self._layout[2]
 
     @property
     def nbytes(self):
@@ -82,9 +132,33 @@ class PackedMatrix:
         return self._data.nbytes
 
     @property
+    def size(self):
+        return self.shape[0] * self.shape[1]
+
+    @property
     def isa(self):
-        """Name of the kernels this layout was packed for."""
+        """Name of the kernels the current layout was packed for."""
         return self._blk["kernel"]
+
+    @property
+    def T(self):
+        """The transposed matrix, unpacked (an ndarray)."""
+        return self._unpack().T
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        """The unpacked matrix: always a new array (``copy=False`` raises ValueError)."""
+        if copy is False:
+            raise ValueError(f"{_FN}: a PackedMatrix holds no array to view; np.asarray makes a "
+                             f"copy")
+        b = self._unpack()
+        return b if dtype is None else b.astype(dtype)
+
+    def __reduce__(self):
+        # pickled as the matrix: re-packed on load, for the loading process's CPU and ISA level
+        return _unpickle, (self._unpack(), self.dtype)
 
     def __repr__(self):
         return (f"<pytpp PackedMatrix shape={self.shape} dtype={self.dtype} isa={self.isa} "
@@ -92,6 +166,10 @@ class PackedMatrix:
 
     def __rmatmul__(self, a):
         return self._rmatmul(a, None, None)
+
+    def __matmul__(self, x):
+        # B @ x: B is unpacked for this product (packing pays off only on the right)
+        return _mm.matmul(self._unpack(), x)
 
     def _rmatmul(self, a, out, dtype):
         fn = "pytpp.matmul"
@@ -108,14 +186,7 @@ class PackedMatrix:
         lead, m = a2.shape[:-2], a2.shape[-2]
         shape = lead + ((m,) if not a_vec else ()) + (n,)
         acc = np.dtype(np.float32) if self._code == _cm.DT_BF16 else self.dtype
-        if dtype is not None:
-            result = np.dtype(dtype)
-            if result not in _mm.SUPPORTED:
-                raise TypeError(f"{fn}: dtype={result} is not supported; expected {_mm._NAMES}")
-        elif isinstance(out, np.ndarray) and out.dtype in _mm.SUPPORTED:
-            result = out.dtype
-        else:
-            result = acc
+        result = acc if dtype is None else _mm._result_dtype_arg(dtype)
         out_given = out is not None
         if out_given:
             _mm._check_out(out, shape, result)
@@ -129,7 +200,7 @@ class PackedMatrix:
                   and (view.strides[-1] == view.itemsize or n == 1)
                   and not np.may_share_memory(view, a2))
         c = view if direct else np.empty(lead + (m, n), acc)
-        self._run(a2, c, lead, m)
+        self._run(a2, c, lead, m, self._current())
         if not direct:
             if out.dtype == _mm.BFLOAT16:
                 _mm._store_bf16(c, view)
@@ -137,7 +208,7 @@ class PackedMatrix:
                 np.copyto(view, c, casting="same_kind")
         return _mm._scalar_if_0d(out, out_given)
 
-    def _run(self, a2, c, lead, m):
+    def _run(self, a2, c, lead, m, layout):
         k, n = self.shape
         if k == 0:
             c[...] = 0
@@ -157,8 +228,12 @@ class PackedMatrix:
         else:
             off_a = off_c = np.zeros(1, np.int64)
             a_base = a2
-        _cm.gemm_prepacked(a_base, self._data, n, c, off_a, off_c, self._blk, self._code,
-                           self._isa, self._kernel)
+        isa, kernel, blk, data = layout
+        _cm.gemm_prepacked(a_base, data, n, c, off_a, off_c, blk, self._code, isa, kernel)
+
+
+def _unpickle(b, dtype):
+    return PackedMatrix(b, dtype=dtype)
 
 
 def pack(b, *, dtype=None):

@@ -8,31 +8,85 @@ from pytpp import _validate
 from pytpp._core import _smallgemm
 
 
-def batched_matmul(a, b, out):
-    """``out[l] = a[l] @ b[l]`` for every l, on a 3-D stack; the engine of ``pytpp.matmul`` stacks.
+_BFN = "pytpp.linalg.batched_matmul"
 
-    No validation beyond what the kernels need: the caller (``pytpp.matmul``) has checked that
-    `a` is (L, m, k) or (1, m, k), `b` is (L, k, n) or (1, k, n) and `out` is a writable
-    (L, m, n) float64/float32 array that does not overlap them. Any strides work, including
-    stride-0 broadcasts, transposed and negative-stride views: nothing is packed, the kernel is
-    planned once per call (not per matrix), and the stack is split over
-    ``pytpp.get_num_threads()`` threads. Operands of another float dtype are converted to
-    ``out.dtype``.
+
+def batched_matmul(a, b, out):
+    """``out[l] = a[l] @ b[l]`` for every l of a 3-D stack: the small-GEMM stack engine.
+
+    Nothing is packed, the kernel is planned once per call (not per matrix) and the stack is
+    split over ``pytpp.get_num_threads()`` threads. Any strides work, including stride-0
+    broadcasts, transposed and negative-stride views.
+
+    Parameters
+    ----------
+    a : array_like, shape (L, m, k) or (1, m, k)
+        The left matrices; a single one is used for every l.
+    b : array_like, shape (L, k, n) or (1, k, n)
+        The right matrices; likewise.
+    out : ndarray, shape (L, m, n)
+        Written in place: float64 or float32, which is also the compute dtype (operands of
+        another float dtype are converted). It may overlap `a` or `b` (they are copied first).
 
     Returns
     -------
     ndarray
         `out`.
 
+    Raises
+    ------
+    TypeError
+        For an `out` that is not a float64/float32 ndarray or non-float operands.
+    ValueError
+        For operands that are not 3-D, a batch size other than L or 1, or core dimensions that
+        do not match (m, k, n).
+
     Examples
     --------
-    >>> import numpy as np
-    >>> from pytpp.linalg._smallgemm import batched_matmul
+    >>> import numpy as np, pytpp
     >>> a = np.arange(8.0).reshape(2, 2, 2); b = np.ones((1, 2, 3)); out = np.empty((2, 2, 3))
-    >>> batched_matmul(a, np.broadcast_to(b, (2, 2, 3)), out)[1]
+    >>> pytpp.linalg.batched_matmul(a, b, out)[1]
     array([[ 9.,  9.,  9.],
            [13., 13., 13.]])
     """
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"{_BFN}: out must be a numpy.ndarray, got {type(out).__name__}")
+    if out.dtype.newbyteorder("=") not in _validate.FLOAT_TYPES:
+        raise TypeError(f"{_BFN}: out has dtype {out.dtype}; expected float64 or float32")
+    a = _validate.contraction_operand(a, "a", _BFN)
+    b = _validate.contraction_operand(b, "b", _BFN)
+    for name, x, dims in (("a", a, "(L, m, k)"), ("b", b, "(L, k, n)"), ("out", out, "(L, m, n)")):
+        if x.ndim != 3:
+            raise ValueError(f"{_BFN}: {name} must be 3-D {dims}, got shape {x.shape}")
+    count, m, n = out.shape
+    for name, x in (("a", a), ("b", b)):
+        if x.shape[0] not in (count, 1):
+            raise ValueError(f"{_BFN}: {name} has {x.shape[0]} matrices; expected {count} (as "
+                             f"out) or 1")
+    if a.shape[1] != m or b.shape[2] != n or a.shape[2] != b.shape[1]:
+        raise ValueError(f"{_BFN}: a's matrices are {a.shape[1]}x{a.shape[2]} and b's are "
+                         f"{b.shape[1]}x{b.shape[2]}; out's are {m}x{n}: expected (m, k) @ (k, n)"
+                         f" -> (m, n)")
+    if not out.flags.writeable:
+        raise ValueError(f"{_BFN}: out is read-only")
+    if out.size == 0:
+        return out
+    if a.shape[2] == 0:
+        out[...] = 0
+        return out
+    a, b = _validate.unalias(out, (a, b), allow_same=False)
+    if out.dtype.isnative:
+        return _stack_matmul(a, b, out)
+    work = np.empty(out.shape, out.dtype.newbyteorder("="))
+    _stack_matmul(a, b, work)
+    out[...] = work
+    return out
+
+
+def _stack_matmul(a, b, out):
+    """batched_matmul without the checks: the caller (``pytpp.matmul``) has checked that `a` is
+    (L|1, m, k), `b` is (L|1, k, n) and `out` a writable native float64/float32 (L, m, n) array
+    that does not overlap them."""
     return _smallgemm.stack_matmul(a, b, out)
 
 
@@ -73,7 +127,9 @@ def matmul_stack(a, b, c, a_index, b_index, c_index, *, alpha=1.0):
     b : array_like, shape (nb, k, n)
         The B blocks.
     c : ndarray, shape (nc, m, n)
-        The C blocks, updated in place. Must be writable and must not overlap `a` or `b`.
+        The C blocks, updated in place (writable). The products are computed in numpy's
+        promoted type of a, b and c and cast into c (same_kind). `c` may overlap `a` or `b`
+        (they are copied first).
     a_index, b_index, c_index : array_like of int, shape (count,)
         Which blocks each product takes, 0-based; all checked to be in range before any
         arithmetic starts.
@@ -88,11 +144,11 @@ def matmul_stack(a, b, c, a_index, b_index, c_index, *, alpha=1.0):
     Raises
     ------
     TypeError
-        For a dtype other than float64/float32, a `c` that is not an ndarray, or non-integer
-        indices.
+        For a non-float dtype, a `c` that is not an ndarray or cannot hold the product's type,
+        or non-integer indices.
     ValueError
-        For mismatched block shapes, index arrays of different lengths or out of range, a
-        read-only `c` or one that overlaps `a` or `b`.
+        For mismatched block shapes, index arrays of different lengths or out of range, or a
+        read-only `c`.
 
     Examples
     --------
@@ -108,9 +164,11 @@ def matmul_stack(a, b, c, a_index, b_index, c_index, *, alpha=1.0):
     if not isinstance(c, np.ndarray):
         raise TypeError(f"{_FN}: c must be a numpy.ndarray (it is updated in place), got "
                         f"{type(c).__name__}")
-    c = _validate.as_float_array(c, "c", _FN)
-    a = _validate.as_float_array(a, "a", _FN)
-    b = _validate.as_float_array(b, "b", _FN)
+    if c.dtype.kind != "f" and c.dtype != _validate.BF16:
+        raise TypeError(f"{_FN}: c has dtype {c.dtype}; expected a float dtype (float64, float32, "
+                        f"bfloat16, float16)")
+    a = _validate.contraction_operand(a, "a", _FN)
+    b = _validate.contraction_operand(b, "b", _FN)
     for name, x, dims in (("a", a, "(na, m, k)"), ("b", b, "(nb, k, n)"), ("c", c, "(nc, m, n)")):
         if x.ndim != 3:
             raise ValueError(f"{_FN}: {name} must be a 3-D stack of blocks {dims}, got shape {x.shape}")
@@ -131,15 +189,21 @@ def matmul_stack(a, b, c, a_index, b_index, c_index, *, alpha=1.0):
     count = ia.shape[0]
     ib = _index_array(b_index, "b_index", count, b.shape[0])
     ic = _index_array(c_index, "c_index", count, c.shape[0])
-    if c.size and (np.may_share_memory(c, a) or np.may_share_memory(c, b)):
-        raise ValueError(f"{_FN}: c overlaps a or b; the output must not alias an input")
+    # c += alpha * a @ b in numpy's promoted type (float64 products are not rounded to a float32
+    # c before they are summed), cast back into c
+    dtype = _validate.engine_dtype(_validate.promote(a.dtype, b.dtype, c.dtype))
+    if dtype == _validate.BF16:
+        dtype = _validate.F32
+    if not _validate.can_write(dtype, c.dtype):
+        raise TypeError(f"{_FN}: c has dtype {c.dtype}; a {dtype} product cannot be added into "
+                        f"it (same_kind casting)")
     if count == 0 or c.size == 0 or k == 0:
         return c
-
-    dtype = c.dtype
+    a, b = _validate.unalias(c, (a, b), allow_same=False)
     a = _kernel_operand(a, dtype)
     b = _kernel_operand(b, dtype)
-    work = c if _validate.element_strides_ok(c) else np.ascontiguousarray(c)
+    direct = c.dtype == dtype and _validate.element_strides_ok(c)
+    work = c if direct else np.ascontiguousarray(c, dtype=dtype)
     if not _smallgemm.indexed_matmul(a, b, work, ia, ib, ic, alpha):
         # B or C lacks a unit stride the kernels need: contiguous copies, once per call
         b = np.ascontiguousarray(b)
@@ -147,7 +211,7 @@ def matmul_stack(a, b, c, a_index, b_index, c_index, *, alpha=1.0):
             work = np.ascontiguousarray(work)
         _smallgemm.indexed_matmul(a, b, work, ia, ib, ic, alpha)
     if work is not c:
-        c[...] = work
+        np.copyto(c, work, casting="unsafe")
     return c
 
 

@@ -1,22 +1,26 @@
 """Activations, softmax and dropout on numpy arrays, run by the element-wise TPP engine.
 
-Any float dtype (float64, float32, bfloat16), any shape and strides: layouts that fold into rows
-of unit-stride elements (C or Fortran-ordered slices, negative outer strides, ...) run in place
-with one kernel call; others go through a contiguous copy. Large arrays use
-``pytpp.get_num_threads()`` threads.
+Any shape and strides: layouts that fold into rows of unit-stride elements (C or
+Fortran-ordered slices, negative outer strides, ...) run in place with one kernel call; others go
+through a contiguous copy. Large arrays use ``pytpp.get_num_threads()`` threads.
+
+dtypes follow numpy's ufuncs: float64, float32 and bfloat16 run as they are, float16 computes in
+float32 and returns float16, integers and bools compute in float64. ``out=`` takes any dtype the
+result casts to (same_kind), any strides and byte order, and may overlap the inputs.
 """
 import operator
+import secrets
 
-import ml_dtypes
 import numpy as np
 
+from pytpp import _validate
 from pytpp._core import _eltwise as _ew
 from pytpp._core import _runtime
-from pytpp._validate import check_out
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
-FLOATS = (np.dtype(np.float64), np.dtype(np.float32), BF16)
-_DT = {np.dtype(np.float64): 0, np.dtype(np.float32): 1, BF16: 2}
+BF16 = _validate.BF16
+FLOATS = _validate.ENGINE_FLOATS
+_F64, _F32, _F16 = _validate.F64, _validate.F32, _validate.F16
+_DT = {_F64: 0, _F32: 1, BF16: 2}
 
 # C op codes (enum pytpp_ew_unary_op / pytpp_ew_binary_op)
 _U = dict(relu=10, exp=11, exp_approx=12, tanh=13, tanh_pade=14, tanh_minimax=15, sigmoid=16,
@@ -25,15 +29,36 @@ _U = dict(relu=10, exp=11, exp_approx=12, tanh=13, tanh_pade=14, tanh_minimax=15
 _B = dict(relu_inv=6, tanh_inv=7, sigmoid_inv=8, gelu_inv=9, gelu_tanh_inv=10, exp_inv=11)
 
 
-def _float_array(x, name, fn):
-    arr = np.asarray(x)
-    if arr.dtype not in FLOATS:
-        if arr.dtype.kind in "iub" and name == "x":
-            arr = arr.astype(np.float64)
-        else:
-            raise TypeError(f"{fn}: {name} has dtype {arr.dtype}; expected float64, float32 or "
-                            f"bfloat16")
-    return arr
+def _operand(x, name, fn):
+    """(array the engine reads, numpy result dtype): float16 widens to float32, integers and
+    bools to float64, non-native byte order to native."""
+    arr = _validate.elementwise_operand(x, name, fn)
+    if arr.dtype == _F16:
+        return arr.astype(_F32), _F16
+    return arr, arr.dtype
+
+
+def _engine(arr):
+    return arr.astype(_F32) if arr.dtype == _F16 else arr
+
+
+def _target(out, shape, result, fn):
+    """The array the engine writes: `out` itself when it has an engine dtype in native byte
+    order, else a temporary that :func:`_finish` casts into `out` (or to `result`)."""
+    if out is None:
+        return np.empty(shape, _validate.engine_dtype(result))
+    _validate.check_out(out, shape, result, fn)
+    if out.dtype in FLOATS:
+        return out
+    return np.empty(shape, _validate.engine_dtype(result))
+
+
+def _finish(target, out, result):
+    if out is None:
+        return target if target.dtype == result else target.astype(result)
+    if target is not out:
+        np.copyto(out, target, casting="unsafe")   # same_kind was checked against the result
+    return out
 
 
 def _plan2d(shape, arrays):
@@ -77,13 +102,6 @@ _F64 = np.dtype(np.float64)
 
 def _cdt(*dts):
     return 0 if _F64 in dts else 1   # dtype == dtype: no conversion of a type object per test
-
-
-def _prepare_out(out, shape, dtype, fn, inputs):
-    if out is None:
-        return np.empty(shape, dtype), True
-    check_out(out, shape, dtype, fn, inputs)
-    return out, False
 
 
 def _fold(shape, arrays):
@@ -136,16 +154,11 @@ def _run(kind, op, fn, ins, out, bits=None, ldm=0, **kw):
 
 def _unary(name, code, x, out):
     fn = f"pytpp.nn.{name}"
-    x = _float_array(x, "x", fn)
-    out, _ = _prepare_out(out, x.shape, x.dtype, fn, ())
-    if out is not x and np.may_share_memory(out, x) and not _same_view(out, x):
-        raise ValueError(f"{fn}: out overlaps x without being x itself")
-    return _run(_ew.KIND_UNARY, code, fn, [x], out)
-
-
-def _same_view(a, b):
-    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-            and a.strides == b.strides and a.shape == b.shape)
+    x, result = _operand(x, "x", fn)
+    target = _target(out, x.shape, result, fn)
+    (x,) = _validate.unalias(target, (x,))
+    _run(_ew.KIND_UNARY, code, fn, [x], target)
+    return _finish(target, out, result)
 
 
 def _approx_code(name, approx, fn, choices):
@@ -256,12 +269,15 @@ def gelu(x, approximate="none", *, approx=False, out=None):
 
 def _backward(name, code, grad, x, xname, out):
     fn = f"pytpp.nn.{name}"
-    g = _float_array(grad, "grad", fn)
-    v = _float_array(x, xname, fn)
+    g = _validate.elementwise_operand(grad, "grad", fn)
+    v = _validate.elementwise_operand(x, xname, fn)
     if g.shape != v.shape:
         raise ValueError(f"{fn}: grad has shape {g.shape} but {xname} has shape {v.shape}")
-    out, _ = _prepare_out(out, g.shape, g.dtype, fn, ())
-    return _run(_ew.KIND_BINARY, code, fn, [g, v], out)
+    result = _validate.promote(g.dtype, v.dtype)
+    target = _target(out, g.shape, result, fn)
+    g, v = _validate.unalias(target, (_engine(g), _engine(v)))
+    _run(_ew.KIND_BINARY, code, fn, [g, v], target)
+    return _finish(target, out, result)
 
 
 def relu_backward(grad, x, *, out=None):
@@ -326,20 +342,56 @@ def gelu_backward(grad, x, approximate="none", *, out=None):
     return _backward("gelu_backward", _B[name + "_inv"], grad, x, "x", out)
 
 
-def softmax(x, axis=-1, *, approx=False, out=None):
+def _axes(axis, dim, ndim, fn):
+    """Normalised tuple of the axes a softmax runs over: an int, a tuple of ints, None (every
+    axis, scipy's default) or torch's `dim`."""
+    if dim is not None:
+        if axis != -1:
+            raise TypeError(f"{fn}: give axis or dim (torch's name for it), not both")
+        axis = dim
+    if axis is None:
+        return tuple(range(ndim))
+    items = axis if isinstance(axis, (tuple, list)) else (axis,)
+    res = []
+    for ax in items:
+        try:
+            ax = int(operator.index(ax))
+        except TypeError:
+            raise TypeError(f"{fn}: axis must be an int, a tuple of ints or None, got "
+                            f"{type(ax).__name__}") from None
+        if not -ndim <= ax < ndim:
+            raise ValueError(f"{fn}: axis {ax} is out of bounds for an array of {ndim} dims")
+        res.append(ax % ndim)
+    if len(set(res)) != len(res):
+        raise ValueError(f"{fn}: repeated axis in {axis!r}")
+    return tuple(res)
+
+
+def _softmax_approx(approx, fn):
+    if approx in (False, None, "none", "exact"):
+        return 0
+    if approx is True or approx == "fast":
+        return 1
+    raise ValueError(f"{fn}: approx must be False or True (the approximate exp); got {approx!r}")
+
+
+def softmax(x, axis=-1, *, approx=False, out=None, dim=None):
     """Softmax along `axis`: ``exp(x - max) / sum(exp(x - max))``, one fused row kernel (max,
     exp and sum, scale: paper 5.1.1) per row.
 
     Parameters
     ----------
     x : array_like
-        float64, float32 or bfloat16.
-    axis : int
-        The axis normalised (default: the last one, the fast path).
+        float64, float32, bfloat16 (float16 computes in float32; integers in float64).
+    axis : int, tuple of ints or None
+        The axes normalised together (default: the last one, the fast path); None normalises
+        over every element, as ``scipy.special.softmax``.
     approx : bool
         Use the approximate exp (float32 compute).
     out : ndarray, optional
-        Output of x's shape and dtype; may be x itself.
+        Output of x's shape, any dtype the result casts to; may be x itself or overlap it.
+    dim : int, optional
+        torch's name for `axis` (give one of them).
 
     Examples
     --------
@@ -347,28 +399,41 @@ def softmax(x, axis=-1, *, approx=False, out=None):
     >>> pytpp.nn.softmax(np.array([[0.0, 0.0], [0.0, np.log(3.0)]]))
     array([[0.5 , 0.5 ],
            [0.25, 0.75]])
+    >>> pytpp.nn.softmax(np.zeros((2, 2)), axis=None)
+    array([[0.25, 0.25],
+           [0.25, 0.25]])
     """
     fn = "pytpp.nn.softmax"
-    x = _float_array(x, "x", fn)
-    if x.ndim == 0:
-        raise ValueError(f"{fn}: x must have at least one dimension")
-    try:
-        ax = int(operator.index(axis))
-    except TypeError:
-        raise TypeError(f"{fn}: axis must be an integer, got {type(axis).__name__}") from None
-    if not -x.ndim <= ax < x.ndim:
-        raise ValueError(f"{fn}: axis {axis} is out of bounds for an array of {x.ndim} dims")
-    ax %= x.ndim
-    out, _ = _prepare_out(out, x.shape, x.dtype, fn, ())
-    if out.size == 0:
-        return out
+    x, result = _operand(x, "x", fn)
+    axes = _axes(axis, dim, x.ndim, fn)
+    ap = _softmax_approx(approx, fn)
+    target = _target(out, x.shape, result, fn)
+    (x,) = _validate.unalias(target, (x,))
+    if target.size:
+        if x.ndim == 0:
+            target[()] = 1.0
+        elif len(axes) == 1:
+            _softmax_axis(x, axes[0], ap, target)
+        else:
+            # the normalised axes last, flattened into one row per remaining index
+            last = tuple(range(x.ndim - len(axes), x.ndim))
+            xv = np.moveaxis(x, axes, last)
+            rows = np.ascontiguousarray(xv).reshape(xv.shape[:x.ndim - len(axes)] + (-1,))
+            res = np.empty(rows.shape, target.dtype)
+            _softmax_axis(rows, rows.ndim - 1, ap, res)
+            np.moveaxis(target, axes, last)[...] = res.reshape(xv.shape)
+    return _finish(target, out, result)
+
+
+def _softmax_axis(x, ax, approx, out):
+    """out = softmax of x along one axis (same shapes, engine dtypes, out not overlapping x
+    unless it is x)."""
     n = x.shape[ax]
     if ax == x.ndim - 1 and x.flags.c_contiguous and out.flags.c_contiguous:
         m = x.size // n     # the common case, without moveaxis and the stride walk
         _ew.run(_ew.KIND_SOFTMAX, 0, m, n, ((x, n, _DT[x.dtype], 0),), (out, n, _DT[out.dtype]),
-                _cdt(x.dtype, out.dtype), _runtime.isa_index(_runtime.get_isa()),
-                approx=int(bool(approx)))
-        return out
+                _cdt(x.dtype, out.dtype), _runtime.isa_index(_runtime.get_isa()), approx=approx)
+        return
     xv = np.moveaxis(x, ax, -1)
     ov = np.moveaxis(out, ax, -1)
     plan = None
@@ -380,19 +445,19 @@ def softmax(x, axis=-1, *, approx=False, out=None):
     if plan is None:
         xc = np.ascontiguousarray(xv)
         oc = np.empty(xc.shape, out.dtype)
-        softmax(xc, -1, approx=approx, out=oc)
+        _softmax_axis(xc, xc.ndim - 1, approx, oc)
         ov[...] = oc
-        return out
+        return
     m, n, lds = plan
-    cdt = _cdt(x.dtype, out.dtype)
     _ew.run(_ew.KIND_SOFTMAX, 0, m, n, ((xv, lds[0], _DT[x.dtype], 0),),
-            (ov, lds[1], _DT[out.dtype]), cdt, _runtime.isa_index(_runtime.get_isa()),
-            approx=int(bool(approx)))
-    return out
+            (ov, lds[1], _DT[out.dtype]), _cdt(x.dtype, out.dtype),
+            _runtime.isa_index(_runtime.get_isa()), approx=approx)
 
 
-def softmax_backward(grad, y, axis=-1, *, out=None):
+def softmax_backward(grad, y, axis=-1, *, out=None, dim=None):
     """Gradient of :func:`softmax` from its output ``y``: ``y * (grad - sum(grad * y, axis))``.
+
+    `axis` (or torch's `dim`) as in :func:`softmax`.
 
     Examples
     --------
@@ -401,39 +466,68 @@ def softmax_backward(grad, y, axis=-1, *, out=None):
     array([ 0.25, -0.25])
     """
     fn = "pytpp.nn.softmax_backward"
-    g = _float_array(grad, "grad", fn)
-    yv = _float_array(y, "y", fn)
+    g = _validate.elementwise_operand(grad, "grad", fn)
+    yv = _validate.elementwise_operand(y, "y", fn)
     if g.shape != yv.shape:
         raise ValueError(f"{fn}: grad has shape {g.shape} but y has shape {yv.shape}")
-    cdt = np.float64 if np.float64 in (g.dtype, yv.dtype) else np.float32
+    axes = _axes(axis, dim, g.ndim, fn)
+    result = _validate.promote(g.dtype, yv.dtype)
+    cdt = _F64 if result == _F64 else _F32
     g32, y32 = g.astype(cdt, copy=False), yv.astype(cdt, copy=False)
-    res = y32 * (g32 - (g32 * y32).sum(axis=axis, keepdims=True))
+    res = y32 * (g32 - (g32 * y32).sum(axis=axes, keepdims=True))
     if out is None:
-        return res.astype(g.dtype)
-    check_out(out, g.shape, g.dtype, fn, ())
-    out[...] = res
+        return res.astype(result, copy=False)
+    _validate.check_out(out, g.shape, result, fn)
+    np.copyto(out, res, casting="unsafe")   # res is a new array: any overlap is harmless
     return out
 
 
-def _ldm_of(m, n):
-    return n // 8 if m > 1 else (n + 7) // 8
+def _seed_value(seed, fn):
+    """A 64-bit generator key: fresh entropy for None, the int itself (modulo 2**64), or a draw
+    from a numpy Generator / SeedSequence (reproducible from its state)."""
+    if seed is None:
+        return secrets.randbits(64)
+    if isinstance(seed, np.random.Generator):
+        return int(seed.integers(0, 2 ** 64, dtype=np.uint64))
+    if isinstance(seed, np.random.SeedSequence):
+        return int(seed.generate_state(1, np.uint64)[0])
+    if isinstance(seed, (bool, np.bool_)):
+        raise TypeError(f"{fn}: seed must be None, an int, a numpy.random.Generator or a "
+                        f"SeedSequence, got a bool")
+    try:
+        return operator.index(seed) & (2 ** 64 - 1)
+    except TypeError:
+        raise TypeError(f"{fn}: seed must be None, an int, a numpy.random.Generator or a "
+                        f"SeedSequence, got {type(seed).__name__}") from None
 
 
-def dropout(x, p=0.5, seed=0, *, training=True, return_mask=False, out=None):
+def _probability(p, fn):
+    try:
+        p = float(p)
+    except (TypeError, ValueError):
+        raise TypeError(f"{fn}: p must be a real number, got {type(p).__name__}") from None
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"{fn}: p must be in [0, 1), got {p}")
+    return p
+
+
+def dropout(x, p=0.5, training=True, *, seed=None, return_mask=False, out=None):
     """Dropout: zero each element with probability `p`, scale the rest by ``1 / (1 - p)``.
 
-    The random stream is counter-based (a xorshift-multiply mix of `seed` and the element's
-    C-order index), so the result depends only on (x, p, seed): not on threads, ISA or strides.
+    Element i (in C order) is kept when the i-th 32-bit word of a Philox4x32-10 stream keyed by
+    the seed is at least ``p * 2**32``: the result depends only on (x's shape, p, seed), not on
+    threads, ISA level or strides, and different seeds give independent masks.
 
     Parameters
     ----------
     x : array_like
     p : float
         Drop probability, 0 <= p < 1.
-    seed : int
-        Seed of the generator.
     training : bool
-        False: return x unchanged (a copy into `out` when given).
+        False: dropout is the identity: a copy of x (or x copied into `out`) is returned.
+    seed : None, int, numpy.random.Generator or numpy.random.SeedSequence
+        None (the default) draws fresh entropy on every call; an int gives the same mask every
+        time; a Generator or SeedSequence gives a reproducible key drawn from its state.
     return_mask : bool
         Also return the keep-mask: uint8 bits of the C-order elements, little-endian within a
         byte, as ``numpy.packbits(keep.ravel(), bitorder="little")``; feed it to
@@ -448,29 +542,43 @@ def dropout(x, p=0.5, seed=0, *, training=True, return_mask=False, out=None):
     True
     >>> np.array_equal(y != 0, np.unpackbits(mask, bitorder="little")[:8].astype(bool))
     True
+    >>> np.array_equal(pytpp.nn.dropout(np.ones(8), 0.5, seed=1), y)
+    True
+    >>> pytpp.nn.dropout(np.ones(3), 0.5, training=False)
+    array([1., 1., 1.])
     """
     fn = "pytpp.nn.dropout"
-    x = _float_array(x, "x", fn)
-    p = float(p)
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"{fn}: p must be in [0, 1), got {p}")
-    out, _ = _prepare_out(out, x.shape, x.dtype, fn, ())
+    x, result = _operand(x, "x", fn)
+    p = _probability(p, fn)
+    if not isinstance(training, (bool, np.bool_)):
+        raise TypeError(f"{fn}: training must be a bool, got {type(training).__name__} (the seed "
+                        f"is keyword-only: dropout(x, p, seed=...))")
+    key = _seed_value(seed, fn)
     nbytes = (x.size + 7) // 8
-    mask = np.zeros(nbytes, np.uint8)
     if not training or p == 0.0:
-        out[...] = x
-        mask[:] = 0xFF
-        return (out, mask) if return_mask else out
+        mask = np.full(nbytes, 0xFF, np.uint8)
+        if out is None:
+            y = x.astype(result)     # a new array, as every pytpp.nn function returns
+        else:
+            _validate.check_out(out, x.shape, result, fn)
+            np.copyto(out, x, casting="unsafe")
+            y = out
+        return (y, mask) if return_mask else y
+    target = _target(out, x.shape, result, fn)
+    (x,) = _validate.unalias(target, (x,))
+    mask = np.zeros(nbytes, np.uint8)
     thresh = min(int(round(p * 2.0 ** 32)), 2 ** 32 - 1)
     xc = x if x.flags.c_contiguous else np.ascontiguousarray(x)
-    oc = out if out.flags.c_contiguous else np.empty(x.shape, x.dtype)
+    oc = target if target.flags.c_contiguous else np.empty(x.shape, target.dtype)
     if x.size:
         _ew.run(_ew.KIND_DROPOUT, 0, 1, x.size, ((xc, x.size, _DT[x.dtype], 0),),
-                (oc, x.size, _DT[x.dtype]), _cdt(x.dtype), _runtime.isa_index(_runtime.get_isa()),
-                mask, nbytes, seed=int(seed) & (2 ** 64 - 1), thresh=thresh, scale=1.0 / (1.0 - p))
-    if oc is not out:
-        out[...] = oc
-    return (out, mask) if return_mask else out
+                (oc, x.size, _DT[oc.dtype]), _cdt(x.dtype, oc.dtype),
+                _runtime.isa_index(_runtime.get_isa()), mask, nbytes, seed=key, thresh=thresh,
+                scale=1.0 / (1.0 - p))
+    if oc is not target:
+        target[...] = oc
+    y = _finish(target, out, result)
+    return (y, mask) if return_mask else y
 
 
 def dropout_backward(grad, mask, p, *, out=None):
@@ -484,22 +592,21 @@ def dropout_backward(grad, mask, p, *, out=None):
     True
     """
     fn = "pytpp.nn.dropout_backward"
-    g = _float_array(grad, "grad", fn)
-    p = float(p)
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"{fn}: p must be in [0, 1), got {p}")
+    g, result = _operand(grad, "grad", fn)
+    p = _probability(p, fn)
     mask = np.asarray(mask)
     if mask.dtype != np.uint8 or mask.ndim != 1 or mask.size < (g.size + 7) // 8:
         raise ValueError(f"{fn}: mask must be a 1-D uint8 array of at least {(g.size + 7) // 8} "
                          f"bytes (from dropout(..., return_mask=True))")
     mask = np.ascontiguousarray(mask)
-    out, _ = _prepare_out(out, g.shape, g.dtype, fn, ())
+    target = _target(out, g.shape, result, fn)
+    (g,) = _validate.unalias(target, (g,))
     gc = g if g.flags.c_contiguous else np.ascontiguousarray(g)
-    oc = out if out.flags.c_contiguous else np.empty(g.shape, g.dtype)
+    oc = target if target.flags.c_contiguous else np.empty(g.shape, target.dtype)
     if g.size:
         _ew.run(_ew.KIND_DROPOUT_INV, 0, 1, g.size, ((gc, g.size, _DT[g.dtype], 0),),
-                (oc, g.size, _DT[g.dtype]), _cdt(g.dtype), _runtime.isa_index(_runtime.get_isa()),
-                mask, mask.size, scale=1.0 / (1.0 - p))
-    if oc is not out:
-        out[...] = oc
-    return out
+                (oc, g.size, _DT[oc.dtype]), _cdt(g.dtype, oc.dtype),
+                _runtime.isa_index(_runtime.get_isa()), mask, mask.size, scale=1.0 / (1.0 - p))
+    if oc is not target:
+        target[...] = oc
+    return _finish(target, out, result)

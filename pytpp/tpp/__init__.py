@@ -9,10 +9,10 @@ True
 array([[20., 20., 20.],
        [20., 20., 20.]])
 """
-from pytpp.tpp._gemm import brgemm, clear_cache
+from pytpp.tpp._cache import clear as clear_cache
+from pytpp.tpp._gemm import brgemm
 from pytpp.tpp._eltwise import (BINARY_OPS, TERNARY_OPS, UNARY_OPS, binary, ternary,  # noqa: E402
                                 unary)
-from pytpp.tpp._eltwise import clear_cache as _clear_eltwise_cache  # noqa: E402
 from pytpp.tpp._smallgemm import gemm  # noqa: E402
 
 __all__ = ["brgemm", "gemm", "clear_cache", "unary", "binary", "ternary", "UNARY_OPS",

@@ -14,6 +14,7 @@ from pytpp import _validate
 
 from pytpp._core import _eltwise as _ew
 from pytpp._core import _runtime
+from pytpp.tpp import _cache
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 _DT_CODE = {np.dtype(np.float64): 0, np.dtype(np.float32): 1, BF16: 2}
@@ -42,9 +43,6 @@ UNARY_OPS = tuple(_UNARY) + tuple(_BACKWARD) + (
     "gather_rows", "scatter_rows", "replicate_col", "unpack")
 BINARY_OPS = tuple(_BINARY) + ("compare", "pack")
 TERNARY_OPS = tuple(_TERNARY) + ("blend",)
-
-_cache = {}
-
 
 def dtype_of(dtype, fn, name="dtype"):
     try:
@@ -90,6 +88,10 @@ class _Kernel:
     def __repr__(self):
         d = ", ".join(f"{k}={v}" for k, v in self.descriptor.items())
         return f"<pytpp {self.kind_name} kernel {d} isa={self._isa}>"
+
+    def __reduce__(self):
+        # pickled as the dispatching call: re-dispatched on load, for the loader's ISA level
+        return (_cache.rebuild, self._recipe)
 
 
 class EltwiseKernel(_Kernel):
@@ -269,6 +271,10 @@ def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi
            [4., 0., 6.]], dtype=float32)
     """
     fn = "pytpp.tpp.unary"
+    recipe = (unary, (op, m, n, dtype), dict(
+        out_dtype=out_dtype, compute_dtype=compute_dtype, ldi=ldi, ldo=ldo, bcast=bcast,
+        approx=approx, p=p, seed=seed, axis=axis, reduce_op=reduce_op, squared=squared,
+        alpha=alpha))
     if op not in UNARY_OPS:
         raise ValueError(f"{fn}: unknown op {op!r}; expected one of {UNARY_OPS}")
     m, n = _validate.nonneg_int(m, "m", fn), _validate.nonneg_int(n, "n", fn)
@@ -276,7 +282,7 @@ def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi
               "replicate_col", "reduce"):
         from pytpp.tpp import _transforms
         return _transforms.make(op, m, n, dtype, out_dtype, compute_dtype, ldi, ldo, axis,
-                                reduce_op, squared, alpha, fn)
+                                reduce_op, squared, alpha, fn, recipe)
     dt = dtype_of(dtype, fn)
     odt = dt if out_dtype is None else dtype_of(out_dtype, fn, "out_dtype")
     cdt = resolve_compute(dt, odt) if compute_dtype is None else dtype_of(compute_dtype, fn, "compute_dtype")
@@ -287,7 +293,7 @@ def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi
     isa = _runtime.get_isa()
     key = ("unary", op, m, n, dt, odt, cdt, ldi, ldo, bc, approx if approx is not True else "t",
            float(p), int(seed), isa)
-    kern = _cache.get(key)
+    kern = _cache.lookup(key)
     if kern is not None:
         return kern
     desc = dict(op=op, m=m, n=n, dtype=dt.name, out_dtype=odt.name, compute_dtype=cdt.name,
@@ -314,8 +320,8 @@ def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi
     elif op == "rand":
         kern = EltwiseKernel(fn, _ew.KIND_RAND, "unary", 0, m, n, (), (), (), odt, ldo, cdt, isa,
                              desc, seed=int(seed))
-    _cache[key] = kern
-    return kern
+    kern._recipe = recipe
+    return _cache.store(key, kern)
 
 
 def binary(op, m, n, dtype=np.float32, *, dtype1=None, out_dtype=None, compute_dtype=None,
@@ -347,13 +353,16 @@ def binary(op, m, n, dtype=np.float32, *, dtype1=None, out_dtype=None, compute_d
            [1., 2., 3.]])
     """
     fn = "pytpp.tpp.binary"
+    recipe = (binary, (op, m, n, dtype), dict(
+        dtype1=dtype1, out_dtype=out_dtype, compute_dtype=compute_dtype, ld0=ld0, ld1=ld1,
+        ldo=ldo, bcast0=bcast0, bcast1=bcast1, cmp=cmp))
     if op not in BINARY_OPS:
         raise ValueError(f"{fn}: unknown op {op!r}; expected one of {BINARY_OPS}")
     m, n = _validate.nonneg_int(m, "m", fn), _validate.nonneg_int(n, "n", fn)
     if op == "pack":
         from pytpp.tpp import _transforms
         return _transforms.make("pack", m, n, dtype, out_dtype, None, None, None, 1, "sum",
-                                False, 2, fn)
+                                False, 2, fn, recipe)
     dt0 = dtype_of(dtype, fn)
     dt1 = dt0 if dtype1 is None else dtype_of(dtype1, fn, "dtype1")
     odt = dt0 if out_dtype is None else dtype_of(out_dtype, fn, "out_dtype")
@@ -367,7 +376,7 @@ def binary(op, m, n, dtype=np.float32, *, dtype1=None, out_dtype=None, compute_d
         raise ValueError(f"{fn}: cmp must be one of {tuple(_CMP)}, got {cmp!r}")
     isa = _runtime.get_isa()
     key = ("binary", op, m, n, dt0, dt1, odt, cdt, ld0, ld1, ldo, b0, b1, cmp, isa)
-    kern = _cache.get(key)
+    kern = _cache.lookup(key)
     if kern is not None:
         return kern
     desc = dict(op=op, m=m, n=n, dtype=dt0.name, dtype1=dt1.name, out_dtype=odt.name,
@@ -380,8 +389,8 @@ def binary(op, m, n, dtype=np.float32, *, dtype1=None, out_dtype=None, compute_d
     else:
         kern = EltwiseKernel(fn, _ew.KIND_BINARY, "binary", _BINARY[op], m, n, (dt0, dt1),
                              (ld0, ld1), (b0, b1), odt, ldo, cdt, isa, desc)
-    _cache[key] = kern
-    return kern
+    kern._recipe = recipe
+    return _cache.store(key, kern)
 
 
 def ternary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ld0=None,
@@ -401,6 +410,9 @@ def ternary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, l
     array([1., 3., 5.])
     """
     fn = "pytpp.tpp.ternary"
+    recipe = (ternary, (op, m, n, dtype), dict(
+        out_dtype=out_dtype, compute_dtype=compute_dtype, ld0=ld0, ld1=ld1, ld2=ld2, ldo=ldo,
+        bcast0=bcast0, bcast1=bcast1, bcast2=bcast2))
     if op not in TERNARY_OPS:
         raise ValueError(f"{fn}: unknown op {op!r}; expected one of {TERNARY_OPS}")
     m, n = _validate.nonneg_int(m, "m", fn), _validate.nonneg_int(n, "n", fn)
@@ -415,7 +427,7 @@ def ternary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, l
                               (b0, b1, b2))
     isa = _runtime.get_isa()
     key = ("ternary", op, m, n, dt, odt, cdt, ld0, ld1, ld2, ldo, b0, b1, b2, isa)
-    kern = _cache.get(key)
+    kern = _cache.lookup(key)
     if kern is not None:
         return kern
     desc = dict(op=op, m=m, n=n, dtype=dt.name, out_dtype=odt.name, compute_dtype=cdt.name,
@@ -428,10 +440,5 @@ def ternary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, l
     else:
         kern = EltwiseKernel(fn, _ew.KIND_TERNARY, "ternary", _TERNARY[op], m, n, (dt, dt, dt),
                              (ld0, ld1, ld2), (b0, b1, b2), odt, ldo, cdt, isa, desc)
-    _cache[key] = kern
-    return kern
-
-
-def clear_cache():
-    """Forget every dispatched element-wise handle."""
-    _cache.clear()
+    kern._recipe = recipe
+    return _cache.store(key, kern)

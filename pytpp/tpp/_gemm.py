@@ -1,14 +1,14 @@
 """BRGEMM descriptors -> cached :class:`~pytpp._core._brgemm.BrgemmKernel` handles."""
+import copyreg
 
 import numpy as np
 
 from pytpp import _validate
-
 from pytpp._core import _brgemm, _runtime
+from pytpp.tpp import _cache
 
 _DTYPES = {np.dtype(np.float64): 0, np.dtype(np.float32): 1}
 _MODES = {"stride": 0, "offset": 1, "address": 2}
-_cache = {}
 
 
 def _dtype_code(dtype, fn):
@@ -81,11 +81,14 @@ def brgemm(m, n, k, dtype=np.float64, *, lda=None, ldb=None, ldc=None, trans_a=F
         raise ValueError(f"{fn}: stride_a/stride_b apply only to batch='stride'")
     else:
         stride_a = stride_b = 0
-    alpha, beta = float(alpha), float(beta)
+    try:
+        alpha, beta = float(alpha), float(beta)
+    except (TypeError, ValueError):
+        raise TypeError(f"{fn}: alpha and beta must be real numbers, got {alpha!r}, {beta!r}") from None
     isa = _runtime.get_isa()
-    key = (m, n, k, dt.name, lda, ldb, ldc, trans_a, trans_b, alpha, beta, batch, stride_a,
-           stride_b, isa)
-    kern = _cache.get(key)
+    key = ("brgemm", m, n, k, dt.name, lda, ldb, ldc, trans_a, trans_b, alpha, beta, batch,
+           stride_a, stride_b, isa)
+    kern = _cache.lookup(key)
     if kern is None:
         descriptor = dict(m=m, n=n, k=k, dtype=dt.name, lda=lda, ldb=ldb, ldc=ldc,
                           trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta, batch=batch)
@@ -94,10 +97,12 @@ def brgemm(m, n, k, dtype=np.float64, *, lda=None, ldb=None, ldc=None, trans_a=F
         kern = _brgemm.BrgemmKernel(m, n, k, _DTYPES[dt], _runtime.isa_index(isa), _MODES[batch],
                                     lda, ldb, ldc, trans_a, trans_b, alpha, beta, stride_a,
                                     stride_b, descriptor)
-        _cache[key] = kern
+        kern = _cache.store(key, kern)
     return kern
 
 
-def clear_cache():
-    """Forget every dispatched kernel handle."""
-    _cache.clear()
+def _reduce_brgemm(kern):
+    return _cache.rebuild, (brgemm, (), dict(kern.descriptor))
+
+
+copyreg.pickle(_brgemm.BrgemmKernel, _reduce_brgemm)

@@ -1,12 +1,14 @@
 """Small-GEMM descriptors -> cached :class:`~pytpp._core._smallgemm.GemmKernel` handles."""
+import copyreg
+
 import numpy as np
 
 from pytpp._core import _runtime, _smallgemm
 from pytpp._validate import nonneg_int as _nonneg_int
+from pytpp.tpp import _cache
 from pytpp.tpp._gemm import _dtype_code
 
 _DTYPES = {np.dtype(np.float64): 0, np.dtype(np.float32): 1}
-_cache = {}
 
 
 def gemm(m, n, k, dtype=np.float64, *, trans_a=False, trans_b=False, lda=None, ldb=None,
@@ -78,17 +80,19 @@ def gemm(m, n, k, dtype=np.float64, *, trans_a=False, trans_b=False, lda=None, l
     except (TypeError, ValueError):
         raise TypeError(f"{fn}: alpha and beta must be real numbers, got {alpha!r}, {beta!r}") from None
     isa = _runtime.get_isa()
-    key = (m, n, k, dt.name, lda, ldb, ldc, trans_a, trans_b, alpha, beta, isa)
-    kern = _cache.get(key)
+    key = ("gemm", m, n, k, dt.name, lda, ldb, ldc, trans_a, trans_b, alpha, beta, isa)
+    kern = _cache.lookup(key)
     if kern is None:
         descriptor = dict(m=m, n=n, k=k, dtype=dt.name, lda=lda, ldb=ldb, ldc=ldc,
                           trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta)
         kern = _smallgemm.GemmKernel(m, n, k, _DTYPES[dt], _runtime.isa_index(isa), lda, ldb,
                                      ldc, trans_a, trans_b, alpha, beta, descriptor)
-        _cache[key] = kern
+        kern = _cache.store(key, kern)
     return kern
 
 
-def clear_cache():
-    """Forget every dispatched small-GEMM kernel handle."""
-    _cache.clear()
+def _reduce_gemm(kern):
+    return _cache.rebuild, (gemm, (), dict(kern.descriptor))
+
+
+copyreg.pickle(_smallgemm.GemmKernel, _reduce_gemm)

@@ -4,6 +4,7 @@ import numpy as np
 
 from pytpp._core import _eltwise as _ew
 from pytpp._core import _runtime
+from pytpp.tpp import _cache
 from pytpp.tpp import _eltwise as E
 
 _ANY_DT = (np.dtype(np.float64), np.dtype(np.float32), E.BF16, np.dtype(np.int8),
@@ -32,11 +33,12 @@ def _index(idx, limit, fn):
     return a
 
 
-def make(op, m, n, dtype, out_dtype, compute_dtype, ldi, ldo, axis, reduce_op, squared, alpha, fn):
+def make(op, m, n, dtype, out_dtype, compute_dtype, ldi, ldo, axis, reduce_op, squared, alpha, fn,
+         recipe):
     isa = _runtime.get_isa()
     key = ("transform", op, m, n, str(dtype), str(out_dtype), str(compute_dtype), ldi, ldo, axis,
            reduce_op, bool(squared), alpha, isa)
-    kern = E._cache.get(key)
+    kern = _cache.lookup(key)
     if kern is not None:
         return kern
     isa_idx = _runtime.isa_index(isa)
@@ -149,5 +151,5 @@ def make(op, m, n, dtype, out_dtype, compute_dtype, ldi, ldo, axis, reduce_op, s
         raise ValueError(f"{fn}: unknown op {op!r}")
 
     kern = E.TransformKernel(fn, run, desc, isa)
-    E._cache[key] = kern
-    return kern
+    kern._recipe = recipe
+    return _cache.store(key, kern)

@@ -44,10 +44,10 @@ def test_env_caps_level(cap):
     assert out == (cap if cap in levels else levels[-1])
 
 
-def test_env_bad_value_fails_clearly():
+def test_env_bad_value_warns_and_is_ignored():
     env = dict(os.environ, PYTPP_ISA="avx1024")
     r = subprocess.run([sys.executable, "-c", "import pytpp"], env=env, capture_output=True, text=True)
-    assert r.returncode != 0 and "PYTPP_ISA" in r.stderr
+    assert r.returncode == 0 and "PYTPP_ISA" in r.stderr and "ignoring" in r.stderr
 
 
 def test_threads_api():

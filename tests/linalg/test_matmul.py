@@ -204,7 +204,7 @@ def test_out_overlapping_inputs(rng):
 
 def test_errors():
     a = np.ones((3, 4))
-    with pytest.raises(TypeError, match=r"pytpp.matmul: b has dtype int64; expected float64, float32 or bfloat16"):
+    with pytest.raises(TypeError, match=r"pytpp.matmul: b has dtype int64; expected float64, float32, bfloat16 or float16"):
         pytpp.matmul(a, np.ones((4, 2), np.int64))
     with pytest.raises(TypeError, match="a has dtype complex128"):
         pytpp.matmul(np.ones((3, 4), complex), np.ones((4, 2)))

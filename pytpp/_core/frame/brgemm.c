@@ -146,13 +146,14 @@ static void serial_or_parallel(const plan *p, const void *a, const void *b, int6
     if (nthreads > ntiles) nthreads = (int)ntiles;
     #pragma omp parallel num_threads(nthreads)
     {
+        /* split by the team OpenMP delivered, which may be smaller than asked (OMP_DYNAMIC,
+         * thread limits, a nested region) */
+        int64_t tid = 0, team = 1;
 #ifdef _OPENMP
-        const int64_t tid = omp_get_thread_num();
-#else
-        const int64_t tid = 0;
-        nthreads = 1;
+        tid = omp_get_thread_num();
+        team = omp_get_num_threads();
 #endif
-        const int64_t t0 = ntiles * tid / nthreads, t1 = ntiles * (tid + 1) / nthreads;
+        const int64_t t0 = ntiles * tid / team, t1 = ntiles * (tid + 1) / team;
         run_tiles(p, a, b, ldb, c, bt, t0, t1);
     }
 }
@@ -162,6 +163,13 @@ static int brgemm_impl(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
                        const pytpp_batch *bt, int nthreads)
 {
     if (d->m <= 0 || d->n <= 0) return 0;
+    pytpp_batch none;
+    if (d->k == 0 && bt->count > 0) {
+        /* every product is empty: C = beta * C, once (not once per batch element) */
+        none = *bt;
+        none.count = 0;
+        bt = &none;
+    }
     plan p;
     make_plan(&p, kt, ci, d, bt->count);
     if (d->csb == 1 || d->k == 0 || bt->count == 0) {

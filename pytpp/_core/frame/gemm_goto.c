@@ -606,32 +606,36 @@ static int run_goto(const eng *e, const job *jb, int nthreads)
     int err = 0;
     #pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
     {
+        /* The grid has nt cells; OpenMP may deliver a smaller team (OMP_DYNAMIC, thread limits,
+         * a nested region): each thread then takes every team-th cell, in its own buffer. */
+        int64_t tid = 0, team = 1;
 #ifdef _OPENMP
-        const int64_t tid = omp_get_thread_num();
-#else
-        const int64_t tid = 0;
+        tid = omp_get_thread_num();
+        team = omp_get_num_threads();
 #endif
-        int64_t r0, rl, c0, cl;
-        pytpp_split(pm, tm, tid / tn, &r0, &rl);
-        pytpp_split(pn, tn, tid % tn, &c0, &cl);
-        const int64_t m0 = r0 * e->mr, m1 = imin(d->m, (r0 + rl) * e->mr);
-        const int64_t n0 = c0 * e->nr, n1 = imin(d->n, (c0 + cl) * e->nr);
-        if (m1 > m0 && n1 > n0) {
+        char *own = NULL;
+        for (int64_t cell = tid; cell < nt && !err; cell += team) {
+            int64_t r0, rl, c0, cl;
+            pytpp_split(pm, tm, cell / tn, &r0, &rl);
+            pytpp_split(pn, tn, cell % tn, &c0, &cl);
+            const int64_t m0 = r0 * e->mr, m1 = imin(d->m, (r0 + rl) * e->mr);
+            const int64_t n0 = c0 * e->nr, n1 = imin(d->n, (c0 + cl) * e->nr);
+            if (m1 <= m0 || n1 <= n0) continue;
             size_t abytes, bbytes;
             buffer_sizes(e, d, m1 - m0, n1 - n0, jb->bpre != NULL, &abytes, &bbytes);
-            char *own = ws ? NULL : malloc(per);
+            if (!ws && !own) own = malloc(per);
             char *base = ws ? ws + (size_t)tid * per : own;
             if (!base) {
                 err = 1;
-            } else {
-                char *abuf = (char *)(((uintptr_t)base + 63) & ~(uintptr_t)63);
-                char *bbuf = abuf + rup((int64_t)abytes, 64);
-                const unsigned fp_mode = e->kp->ftz ? pytpp_ftz_enter() : 0;
-                goto_rect(jb, m0, m1, n0, n1, abuf, bbytes ? bbuf : NULL);
-                if (e->kp->ftz) pytpp_ftz_leave(fp_mode);
+                break;
             }
-            free(own);
+            char *abuf = (char *)(((uintptr_t)base + 63) & ~(uintptr_t)63);
+            char *bbuf = abuf + rup((int64_t)abytes, 64);
+            const unsigned fp_mode = e->kp->ftz ? pytpp_ftz_enter() : 0;
+            goto_rect(jb, m0, m1, n0, n1, abuf, bbytes ? bbuf : NULL);
+            if (e->kp->ftz) pytpp_ftz_leave(fp_mode);
         }
+        free(own);
     }
     return err ? -1 : 0;
 }

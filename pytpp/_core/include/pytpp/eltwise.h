@@ -195,17 +195,6 @@ extern const pytpp_ew_kernels pytpp_ew_f64_ref, pytpp_ew_f32_ref;
 extern const pytpp_ew_kernels pytpp_ew_f64_avx2, pytpp_ew_f32_avx2;
 extern const pytpp_ew_kernels pytpp_ew_f64_avx512, pytpp_ew_f32_avx512;
 
-/* counter-based generator: a xorshift-multiply mix of (seed, index); the same on every ISA. */
-static inline uint32_t pytpp_ew_hash(uint64_t seed, uint64_t idx)
-{
-    uint32_t h = (uint32_t)idx * 0x9E3779B1u + (uint32_t)seed;
-    h ^= (uint32_t)(idx >> 32) * 0x7FEB352Du ^ (uint32_t)(seed >> 32);
-    h ^= h << 13; h ^= h >> 17; h ^= h << 5;
-    h *= 0x846CA68Bu;
-    h ^= h >> 16;
-    return h;
-}
-
 #ifdef __cplusplus
 }
 #endif

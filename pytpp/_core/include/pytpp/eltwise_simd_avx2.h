@@ -90,6 +90,7 @@ static inline float ew_hmul_avx2(__m256 v)
 #define E_I_CAST(v) _mm256_castps_si256(v)
 #define E_F_CAST(i) _mm256_castsi256_ps(i)
 #define E_I_SET1(x) _mm256_set1_epi32(x)
+#define E_I_LOADU(p) _mm256_loadu_si256((const __m256i *)(p))
 #define E_I_ADD _mm256_add_epi32
 #define E_I_SUB _mm256_sub_epi32
 #define E_I_MUL _mm256_mullo_epi32

@@ -59,6 +59,7 @@ static inline __m512 ew_rcp_nr_avx512(__m512 d)
 #define E_I_CAST(v) _mm512_castps_si512(v)
 #define E_F_CAST(i) _mm512_castsi512_ps(i)
 #define E_I_SET1(x) _mm512_set1_epi32(x)
+#define E_I_LOADU(p) _mm512_loadu_si512((const void *)(p))
 #define E_I_ADD _mm512_add_epi32
 #define E_I_SUB _mm512_sub_epi32
 #define E_I_MUL _mm512_mullo_epi32
