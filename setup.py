@@ -21,6 +21,13 @@ CORE = "pytpp/_core"
 INCLUDE = [f"{CORE}/include"]
 COMMON = ["-O3", "-fPIC", "-std=gnu11", "-fno-math-errno", "-Wall", "-Wno-unused-function"]
 
+# PYTPP_SANITIZE=address (or undefined, or both comma-separated) instruments every C and Cython
+# object for a sanitizer run of the test suite (docs/testing.md); never for a release build.
+SANITIZE = [s.strip() for s in os.environ.get("PYTPP_SANITIZE", "").split(",") if s.strip()]
+SANITIZE_FLAGS = ([f"-fsanitize={','.join(SANITIZE)}", "-fno-omit-frame-pointer", "-g"]
+                  if SANITIZE else [])
+COMMON += SANITIZE_FLAGS
+
 AVX2 = ["-mavx2", "-mfma", "-mf16c"]
 AVX512 = AVX2 + ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl"]
 # level name -> (source folder, flags). Kernels of a level run only after the cpuid check.
@@ -76,8 +83,8 @@ def extensions():
             module, [pyx],
             include_dirs=INCLUDE + [np.get_include()],
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_2_0_API_VERSION")],
-            extra_compile_args=["-O2", "-fopenmp", "-Wno-unused-function"],
-            extra_link_args=["-fopenmp"],
+            extra_compile_args=["-O2", "-fopenmp", "-Wno-unused-function"] + SANITIZE_FLAGS,
+            extra_link_args=["-fopenmp"] + SANITIZE_FLAGS,
         ))
     return cythonize(exts, compiler_directives={"language_level": 3},
                      nthreads=build_jobs())
@@ -90,9 +97,20 @@ def build_jobs():
     return int(os.environ.get("PYTPP_BUILD_JOBS", "0")) or os.cpu_count() or 1
 
 
+def sanitized_dir(path):
+    """Objects of a sanitizer build live apart from plain ones: switching PYTPP_SANITIZE on or
+    off never links a mix of the two."""
+    return f"{path}-sanitize-{'-'.join(SANITIZE)}" if SANITIZE else path
+
+
 class ParallelBuildClib(build_clib):
     """Compiles the kernel sources of every library at once, on all cores (the serial build took
     8 minutes), and only the objects older than their source or one of the headers it includes."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.build_temp = sanitized_dir(self.build_temp)
+        self.build_clib = sanitized_dir(self.build_clib)
 
     def build_libraries(self, libraries):
         jobs = []
@@ -123,6 +141,7 @@ class BuildExtWithLibs(build_ext):
 
     def finalize_options(self):
         super().finalize_options()
+        self.build_temp = sanitized_dir(self.build_temp)
         if not self.parallel:
             self.parallel = build_jobs()
 

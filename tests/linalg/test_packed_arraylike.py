@@ -2,6 +2,7 @@
 level a product runs at."""
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 
@@ -82,3 +83,47 @@ def test_unpickled_in_a_process_capped_to_ref(tmp_path, rng):
                          text=True, check=True)
     isa, kernels, err = res.stdout.split()
     assert isa == "ref" and kernels.startswith("ref") and float(err) < 1e-4
+
+
+QEMU = shutil.which("qemu-x86_64")
+
+GUEST = """
+import pickle, sys, numpy as np, pytpp
+p, gemm, brgemm, relu = pickle.load(open(sys.argv[1], "rb"))
+a = np.arange(120, dtype=np.float32).reshape(3, 40) / 100
+r = pytpp.matmul(a, p)
+err = float(abs(r - a @ np.asarray(p)).max())
+x = np.arange(12.0).reshape(3, 4)
+c = gemm(x, x.T.copy(), np.empty((3, 3)))
+err = max(err, float(abs(c - x @ x.T).max()))
+s = brgemm(np.ones(12), np.ones(12), np.empty((2, 2)), 3)
+err = max(err, float(abs(s - 6.0).max()))
+y = relu(np.array([[-1.0, 2.0]], np.float32), np.empty((1, 2), np.float32))
+err = max(err, float(abs(y - [[0.0, 2.0]]).max()))
+print(pytpp.available_isas()[-1], p.isa, gemm.isa, brgemm.isa, relu.isa, err)
+"""
+
+
+@pytest.mark.skipif(QEMU is None, reason="qemu-user is not installed (apt-get install qemu-user)")
+def test_unpickled_on_an_older_cpu(tmp_path, rng):
+    """A pack and handles pickled here, loaded by a whole Python process that qemu-user runs as
+    an older CPU (without this machine's best ISA level): they must re-dispatch for that CPU,
+    not die of an illegal instruction."""
+    host = pytpp.available_isas()[-1]
+    if host == "ref":
+        pytest.skip("this CPU has no vector level to take away")
+    b = rng.standard_normal((40, 30)).astype(np.float32)
+    objs = (pytpp.linalg.pack(b), pytpp.tpp.gemm(3, 3, 4, beta=0.0),
+            pytpp.tpp.brgemm(2, 2, 2, beta=0.0), pytpp.tpp.unary("relu", 1, 2, np.float32))
+    path = tmp_path / "objs.pkl"
+    path.write_bytes(pickle.dumps(objs))
+    # qemu's "max" model has AVX2 but no AVX-512; Nehalem has neither
+    cpu = "max" if host == "avx512" else "Nehalem"
+    res = subprocess.run([QEMU, "-cpu", cpu, sys.executable, "-c", GUEST, str(path)],
+                         capture_output=True, text=True, timeout=600, cwd=os.getcwd())
+    assert res.returncode == 0, res.stderr[-2000:]
+    guest, *isas, err = res.stdout.split()
+    assert pytpp.available_isas().index(guest) < pytpp.available_isas().index(host)
+    assert all(i.startswith(guest) for i in isas[1:]), isas
+    assert not isas[0].startswith(host), isas
+    assert float(err) < 1e-4
