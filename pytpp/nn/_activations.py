@@ -148,11 +148,32 @@ def _run(kind, op, fn, ins, out, bits=None, ldm=0, **kw):
     if bits is not None:
         ldm = n // 8 if m > 1 else (n + 7) // 8
     _ew.run(kind, op, m, n, spec, (out, lds[-1], _DT[out.dtype]), cdt,
-            _runtime.isa_index(_runtime.get_isa()), bits, ldm, **kw)
+            _runtime.active_isa_index(), bits, ldm, **kw)
     return out
 
 
+def _plain_out(x, out):
+    """`out` (or a new array) when x and out are plain C-contiguous arrays of one engine dtype
+    that do not partially overlap: the common call needs no more Python than this. None
+    otherwise (the general path then checks and converts)."""
+    if type(x) is not np.ndarray or not x.flags.c_contiguous or not x.size:
+        return None
+    if out is None:
+        return np.empty(x.shape, x.dtype) if x.dtype in _DT else None
+    if (type(out) is np.ndarray and out.dtype == x.dtype and x.dtype in _DT
+            and out.shape == x.shape and out.flags.c_contiguous and out.flags.writeable
+            and (out is x or not np.may_share_memory(out, x))):
+        return out
+    return None
+
+
 def _unary(name, code, x, out):
+    y = _plain_out(x, out)
+    if y is not None:
+        dt = _DT[x.dtype]
+        _ew.run(_ew.KIND_UNARY, code, 1, x.size, ((x, x.size, dt, 0),), (y, x.size, dt),
+                0 if dt == 0 else 1, _runtime.active_isa_index())
+        return y
     fn = f"pytpp.nn.{name}"
     x, result = _operand(x, "x", fn)
     target = _target(out, x.shape, result, fn)
@@ -403,6 +424,15 @@ def softmax(x, axis=-1, *, approx=False, out=None, dim=None):
     array([[0.25, 0.25],
            [0.25, 0.25]])
     """
+    if (dim is None and getattr(x, "ndim", 0) and (axis == -1 or axis == x.ndim - 1)
+            and (approx is False or approx is True)):
+        y = _plain_out(x, out)
+        if y is not None:
+            n = x.shape[-1]
+            dt = _DT[x.dtype]
+            _ew.run(_ew.KIND_SOFTMAX, 0, x.size // n, n, ((x, n, dt, 0),), (y, n, dt),
+                    0 if dt == 0 else 1, _runtime.active_isa_index(), approx=int(approx))
+            return y
     fn = "pytpp.nn.softmax"
     x, result = _operand(x, "x", fn)
     axes = _axes(axis, dim, x.ndim, fn)
@@ -432,7 +462,7 @@ def _softmax_axis(x, ax, approx, out):
     if ax == x.ndim - 1 and x.flags.c_contiguous and out.flags.c_contiguous:
         m = x.size // n     # the common case, without moveaxis and the stride walk
         _ew.run(_ew.KIND_SOFTMAX, 0, m, n, ((x, n, _DT[x.dtype], 0),), (out, n, _DT[out.dtype]),
-                _cdt(x.dtype, out.dtype), _runtime.isa_index(_runtime.get_isa()), approx=approx)
+                _cdt(x.dtype, out.dtype), _runtime.active_isa_index(), approx=approx)
         return
     xv = np.moveaxis(x, ax, -1)
     ov = np.moveaxis(out, ax, -1)
@@ -451,7 +481,7 @@ def _softmax_axis(x, ax, approx, out):
     m, n, lds = plan
     _ew.run(_ew.KIND_SOFTMAX, 0, m, n, ((xv, lds[0], _DT[x.dtype], 0),),
             (ov, lds[1], _DT[out.dtype]), _cdt(x.dtype, out.dtype),
-            _runtime.isa_index(_runtime.get_isa()), approx=approx)
+            _runtime.active_isa_index(), approx=approx)
 
 
 def softmax_backward(grad, y, axis=-1, *, out=None, dim=None):
@@ -573,7 +603,7 @@ def dropout(x, p=0.5, training=True, *, seed=None, return_mask=False, out=None):
     if x.size:
         _ew.run(_ew.KIND_DROPOUT, 0, 1, x.size, ((xc, x.size, _DT[x.dtype], 0),),
                 (oc, x.size, _DT[oc.dtype]), _cdt(x.dtype, oc.dtype),
-                _runtime.isa_index(_runtime.get_isa()), mask, nbytes, seed=key, thresh=thresh,
+                _runtime.active_isa_index(), mask, nbytes, seed=key, thresh=thresh,
                 scale=1.0 / (1.0 - p))
     if oc is not target:
         target[...] = oc
@@ -606,7 +636,7 @@ def dropout_backward(grad, mask, p, *, out=None):
     if g.size:
         _ew.run(_ew.KIND_DROPOUT_INV, 0, 1, g.size, ((gc, g.size, _DT[g.dtype], 0),),
                 (oc, g.size, _DT[oc.dtype]), _cdt(g.dtype, oc.dtype),
-                _runtime.isa_index(_runtime.get_isa()), mask, mask.size, scale=1.0 / (1.0 - p))
+                _runtime.active_isa_index(), mask, mask.size, scale=1.0 / (1.0 - p))
     if oc is not target:
         target[...] = oc
     return _finish(target, out, result)

@@ -3,6 +3,7 @@ next to unmapped memory, pickling, the shared cache under threads."""
 import ctypes
 import mmap
 import pickle
+import sys
 import threading
 
 import numpy as np
@@ -148,9 +149,18 @@ def test_clear_cache_forgets_every_family():
     np.testing.assert_array_equal(c, 5.0)
 
 
-def test_threads_dispatching_one_new_descriptor_get_one_handle():
+@pytest.fixture
+def eager_switching():
+    """Switch Python threads every microsecond, so check-then-insert races show up."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(old)
+
+
+def test_threads_dispatching_one_new_descriptor_get_one_handle(eager_switching):
     nthreads = 8
-    for trial in range(20):
+    for trial in range(50):
         pytpp.tpp.clear_cache()
         barrier = threading.Barrier(nthreads)
         got = [None] * nthreads
