@@ -33,11 +33,14 @@ _gemm_tables[PYTPP_ISA_AVX512][PYTPP_F32] = &pytpp_gemm_f32_avx512
 # OpenMP's own thread limit of the calling thread at import: when something lowers it later
 # (threadpoolctl's threadpool_limits(user_api="openmp"), omp_set_num_threads), pytpp follows.
 cdef int _omp_initial = openmp.omp_get_max_threads()
+# OMP_THREAD_LIMIT: no team is ever larger
+cdef int _omp_limit = openmp.omp_get_thread_limit()
 
 
 cdef int num_threads() noexcept nogil:
     cdef int omp = openmp.omp_get_max_threads()
-    return omp if omp < _omp_initial and omp < _threads else _threads
+    cdef int n = omp if omp < _omp_initial and omp < _threads else _threads
+    return n if n <= _omp_limit else _omp_limit
 
 cdef int active_isa() noexcept nogil:
     return _active

@@ -25,16 +25,13 @@ _bf16_kernel = 0
 _SMALL_STACK_MAX = 64
 
 
-def _as_operand(x, name):
-    if isinstance(x, np.ndarray):
-        arr = x
-    elif hasattr(x, "__array__") or isinstance(x, (list, tuple, int, float)):
-        arr = x
-    else:
-        raise TypeError(f"{_FN}: {name} must be array_like, got {type(x).__name__}")
-    arr = _validate.contraction_operand(arr, name, _FN)
+def _as_operand(x, name, fn=_FN):
+    if not (isinstance(x, np.ndarray) or hasattr(x, "__array__")
+            or isinstance(x, (list, tuple, int, float))):
+        raise TypeError(f"{fn}: {name} must be array_like, got {type(x).__name__}")
+    arr = _validate.contraction_operand(x, name, fn)
     if arr.ndim == 0:
-        raise ValueError(f"{_FN}: {name} is a scalar (0-d); matmul needs at least 1 dimension "
+        raise ValueError(f"{fn}: {name} is a scalar (0-d); matmul needs at least 1 dimension "
                          f"(use * for scalars)")
     return arr
 

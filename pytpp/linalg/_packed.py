@@ -56,7 +56,7 @@ class PackedMatrix:
     ndim = 2
 
     def __init__(self, b, *, dtype=None):
-        b = _mm._as_operand(b, "b")
+        b = _mm._as_operand(b, "b", _FN)
         if b.ndim != 2:
             raise ValueError(f"{_FN}: b must be 2-D (k, n), got shape {b.shape}")
         if dtype is None:

@@ -97,9 +97,6 @@ def _plan2d(shape, arrays):
     return None
 
 
-_F64 = np.dtype(np.float64)
-
-
 def _cdt(*dts):
     return 0 if _F64 in dts else 1   # dtype == dtype: no conversion of a type object per test
 

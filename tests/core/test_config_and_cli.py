@@ -5,6 +5,7 @@ import subprocess
 import sys
 import warnings
 
+import numpy as np
 import pytest
 import threadpoolctl
 
@@ -109,3 +110,15 @@ def test_fewer_openmp_threads_than_asked(env):
     res = _run(CHECK, **env)
     assert res.returncode == 0, res.stderr
     assert float(res.stdout) < 1e-9
+
+
+def test_thread_limit_is_reported():
+    res = _run("import pytpp; pytpp.set_num_threads(2); print(pytpp.get_num_threads())",
+               OMP_THREAD_LIMIT="1")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "1"
+
+
+def test_pack_names_itself_in_errors():
+    with pytest.raises(TypeError, match="pytpp.linalg.PackedMatrix: b has dtype int64"):
+        pytpp.linalg.pack(np.ones((2, 2), np.int64))
