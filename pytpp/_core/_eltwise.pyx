@@ -10,10 +10,35 @@ from pytpp._core._runtime cimport num_threads
 
 cnp.import_array()
 
-# storage dtype codes (enum pytpp_ew_dtype) and call kinds (enum pytpp_ew_kind)
-F64, F32, BF16 = 0, 1, 2
-KIND_UNARY, KIND_BINARY, KIND_TERNARY, KIND_CMP, KIND_BLEND, KIND_DROPOUT, KIND_DROPOUT_INV, \
-    KIND_RAND, KIND_SOFTMAX = range(9)
+# storage dtype codes (enum pytpp_ew_dtype) and call kinds (enum pytpp_ew_kind), read from C
+F64, F32, BF16 = PYTPP_EW_F64, PYTPP_EW_F32, PYTPP_EW_BF16
+KIND_UNARY, KIND_BINARY, KIND_TERNARY = PYTPP_EW_KIND_UNARY, PYTPP_EW_KIND_BINARY, PYTPP_EW_KIND_TERNARY
+KIND_CMP, KIND_BLEND, KIND_RAND, KIND_SOFTMAX = (PYTPP_EW_KIND_CMP, PYTPP_EW_KIND_BLEND,
+                                                 PYTPP_EW_KIND_RAND, PYTPP_EW_KIND_SOFTMAX)
+KIND_DROPOUT, KIND_DROPOUT_INV = PYTPP_EW_KIND_DROPOUT, PYTPP_EW_KIND_DROPOUT_INV
+
+
+cdef dict op_codes(int family):
+    """{op name: C code} of a family, in the order of its op list (eltwise_ops.h)."""
+    cdef dict codes = {}
+    cdef int op = 0
+    cdef const char *name = pytpp_ew_op_name(family, op)
+    while name != NULL:
+        codes[name.decode()] = op
+        op += 1
+        name = pytpp_ew_op_name(family, op)
+    return codes
+
+
+# op name -> code, per family; the only source of the codes Python passes to C
+UNARY_CODES = op_codes(PYTPP_EW_FAM_UNARY)
+BINARY_CODES = op_codes(PYTPP_EW_FAM_BINARY)
+TERNARY_CODES = op_codes(PYTPP_EW_FAM_TERNARY)
+CMP_CODES = op_codes(PYTPP_EW_FAM_CMP)
+REDUCE_CODES = op_codes(PYTPP_EW_FAM_REDUCE)
+# approximation name -> the exact op it approximates, in list order (the first is approx=True's)
+APPROX_OF = {name: next(n for n, c in UNARY_CODES.items() if c == pytpp_ew_approx_of(code))
+             for name, code in UNARY_CODES.items() if pytpp_ew_approx_of(code) >= 0}
 
 cdef const pytpp_ew_kernels *_tables[3][2]
 _tables[0][0] = &pytpp_ew_f64_ref
@@ -32,6 +57,26 @@ cdef inline const pytpp_ew_kernels *table(int isa, int cdt) except NULL:
 
 def table_name(int isa, int cdt):
     return table(isa, cdt).name.decode()
+
+
+def table_slots(int isa, int cdt):
+    """{family: [(op name, filled?)]} of the slots every table must fill (the streaming and
+    fused-bfloat16 forms may be absent): for the consistency tests."""
+    cdef const pytpp_ew_kernels *kt = table(isa, cdt)
+    cdef int i
+    res = {"unary": [(n, kt.unary[c] != NULL) for n, c in UNARY_CODES.items()],
+           "binary": [(n, kt.binary[c] != NULL) for n, c in BINARY_CODES.items()],
+           "ternary": [(n, kt.ternary[c] != NULL) for n, c in TERNARY_CODES.items()]}
+    res["other"] = [("cmp", kt.cmp != NULL), ("blend", kt.blend != NULL),
+                    ("dropout", kt.dropout != NULL), ("dropout_inv", kt.dropout_inv != NULL),
+                    ("rand", kt.rand != NULL), ("softmax", kt.softmax != NULL),
+                    ("reduce_row", kt.reduce_row != NULL), ("reduce_acc", kt.reduce_acc != NULL),
+                    ("transpose", kt.transpose != NULL)]
+    res["convert"] = []
+    for i, dt in enumerate(("f64", "f32", "bf16")):
+        res["convert"].append((f"load_{dt}", kt.load_cvt[i] != NULL))
+        res["convert"].append((f"store_{dt}", kt.store_cvt[i] != NULL))
+    return res
 
 
 cdef inline void *ptr(cnp.ndarray a):

@@ -2,10 +2,49 @@
 from libc.stdint cimport int64_t, uint64_t, uint32_t, uint16_t, uint8_t
 
 cdef extern from "pytpp/eltwise.h" nogil:
+    enum:
+        PYTPP_EW_F64
+        PYTPP_EW_F32
+        PYTPP_EW_BF16
+        PYTPP_EW_FAM_UNARY
+        PYTPP_EW_FAM_BINARY
+        PYTPP_EW_FAM_TERNARY
+        PYTPP_EW_FAM_CMP
+        PYTPP_EW_FAM_REDUCE
+        PYTPP_EW_KIND_UNARY
+        PYTPP_EW_KIND_BINARY
+        PYTPP_EW_KIND_TERNARY
+        PYTPP_EW_KIND_CMP
+        PYTPP_EW_KIND_BLEND
+        PYTPP_EW_KIND_DROPOUT
+        PYTPP_EW_KIND_DROPOUT_INV
+        PYTPP_EW_KIND_RAND
+        PYTPP_EW_KIND_SOFTMAX
+        PYTPP_EW_N_UNARY
+        PYTPP_EW_N_BINARY
+        PYTPP_EW_N_TERNARY
+
+    const char *pytpp_ew_op_name(int family, int op)
+    int pytpp_ew_approx_of(int op)
+
     ctypedef struct pytpp_ew_kernels:
         const char *name
         int dtype
         int vl
+        void *unary[PYTPP_EW_N_UNARY]
+        void *binary[PYTPP_EW_N_BINARY]
+        void *ternary[PYTPP_EW_N_TERNARY]
+        void *cmp
+        void *blend
+        void *dropout
+        void *dropout_inv
+        void *rand
+        void *softmax
+        void *reduce_row
+        void *reduce_acc
+        void *transpose
+        void *load_cvt[3]
+        void *store_cvt[3]
 
     ctypedef struct pytpp_ew_operand:
         void *p

@@ -16,17 +16,16 @@ import numpy as np
 from pytpp import _validate
 from pytpp._core import _eltwise as _ew
 from pytpp._core import _runtime
+from pytpp.tpp import _eltwise as _eltwise_tpp
 
 BF16 = _validate.BF16
 FLOATS = _validate.ENGINE_FLOATS
 _F64, _F32, _F16 = _validate.F64, _validate.F32, _validate.F16
 _DT = {_F64: 0, _F32: 1, BF16: 2}
 
-# C op codes (enum pytpp_ew_unary_op / pytpp_ew_binary_op)
-_U = dict(relu=10, exp=11, exp_approx=12, tanh=13, tanh_pade=14, tanh_minimax=15, sigmoid=16,
-          sigmoid_pade=17, gelu=18, gelu_minimax=19, gelu_tanh=20, gelu_tanh_pade=21,
-          sigmoid_approx=22)
-_B = dict(relu_inv=6, tanh_inv=7, sigmoid_inv=8, gelu_inv=9, gelu_tanh_inv=10, exp_inv=11)
+# op codes by name, from the C op lists (through the TPP layer's tables)
+_U = _eltwise_tpp._UNARY
+_B = _eltwise_tpp._BACKWARD
 
 
 def _operand(x, name, fn):
@@ -179,13 +178,9 @@ def _unary(name, code, x, out):
     return _finish(target, out, result)
 
 
-def _approx_code(name, approx, fn, choices):
-    if approx in (False, None, "none", "exact"):
-        return _U[name]
-    key = {True: choices[0], "pade": "pade", "minimax": "minimax", "fast": choices[0]}.get(approx)
-    if key not in choices:
-        raise ValueError(f"{fn}: approx must be False, True or one of {choices}; got {approx!r}")
-    return _U[f"{name}_{key}" if key != "fast" else f"{name}_{choices[0]}"]
+def _approx_code(name, approx, fn, depth=0):
+    """The op code under approx=; `depth`: calls between the user's and this one's caller."""
+    return _eltwise_tpp.resolve_unary(name, approx, fn, stacklevel=4 + depth)
 
 
 def relu(x, *, out=None):
@@ -223,7 +218,7 @@ def exp(x, *, approx=False, out=None):
     >>> pytpp.nn.exp(np.array([0.0, 1.0], np.float32))
     array([1.       , 2.7182817], dtype=float32)
     """
-    return _unary("exp", _approx_code("exp", approx, "pytpp.nn.exp", ("approx",)), x, out)
+    return _unary("exp", _approx_code("exp", approx, "pytpp.nn.exp"), x, out)
 
 
 def tanh(x, *, approx=False, out=None):
@@ -238,7 +233,7 @@ def tanh(x, *, approx=False, out=None):
     >>> pytpp.nn.tanh(np.array([0.0, 1.0]))
     array([0.        , 0.76159416])
     """
-    return _unary("tanh", _approx_code("tanh", approx, "pytpp.nn.tanh", ("pade", "minimax")), x, out)
+    return _unary("tanh", _approx_code("tanh", approx, "pytpp.nn.tanh"), x, out)
 
 
 def sigmoid(x, *, approx=False, out=None):
@@ -254,8 +249,7 @@ def sigmoid(x, *, approx=False, out=None):
     >>> pytpp.nn.sigmoid(np.array([0.0]))
     array([0.5])
     """
-    return _unary("sigmoid", _approx_code("sigmoid", approx, "pytpp.nn.sigmoid",
-                                             ("approx", "pade")), x, out)
+    return _unary("sigmoid", _approx_code("sigmoid", approx, "pytpp.nn.sigmoid"), x, out)
 
 
 def _gelu_name(approximate, fn):
@@ -280,9 +274,7 @@ def gelu(x, approximate="none", *, approx=False, out=None):
     array([-0.158655,  0.      ,  0.841345])
     """
     fn = "pytpp.nn.gelu"
-    name = _gelu_name(approximate, fn)
-    choices = ("minimax",) if name == "gelu" else ("pade",)
-    return _unary("gelu", _approx_code(name, approx, fn, choices), x, out)
+    return _unary("gelu", _approx_code(_gelu_name(approximate, fn), approx, fn), x, out)
 
 
 def _backward(name, code, grad, x, xname, out):
@@ -386,11 +378,8 @@ def _axes(axis, dim, ndim, fn):
 
 
 def _softmax_approx(approx, fn):
-    if approx in (False, None, "none", "exact"):
-        return 0
-    if approx is True or approx == "fast":
-        return 1
-    raise ValueError(f"{fn}: approx must be False or True (the approximate exp); got {approx!r}")
+    """1 for the approximate exp, 0 for the exact one (the approx= vocabulary of exp)."""
+    return int(_approx_code("exp", approx, fn, depth=1) != _U["exp"])
 
 
 def softmax(x, axis=-1, *, approx=False, out=None, dim=None):

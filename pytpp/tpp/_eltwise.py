@@ -7,6 +7,8 @@ per row, at ``x[i * ld]``) or ``"scalar"``. Operands are C-contiguous arrays add
 buffers with the descriptor's leading dimensions (like the BRGEMM handles).
 """
 
+import warnings
+
 import ml_dtypes
 import numpy as np
 
@@ -20,23 +22,21 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 _DT_CODE = {np.dtype(np.float64): 0, np.dtype(np.float32): 1, BF16: 2}
 _BCAST = {None: 0, "none": 0, "row": 1, "col": 2, "scalar": 3}
 
-# unary op name -> (C op code, C op code of the approximation or None)
-_UNARY = {
-    "identity": (0, None), "zero": (1, None), "square": (2, None), "increment": (3, None),
-    "decrement": (4, None), "negate": (5, None), "abs": (6, None), "sqrt": (7, None),
-    "reciprocal": (8, None), "rsqrt": (9, None), "relu": (10, None),
-    "exp": (11, 12), "tanh": (13, 14), "sigmoid": (16, 22), "gelu": (18, 19),
-    "gelu_tanh": (20, 21),
-}
-# approximations chosen by name where an op has more than one
-_NAMED_APPROX = {("tanh", "minimax"): 15, ("sigmoid", "pade"): 17}
+# Op codes come from the C op lists (eltwise_ops.h), read by name at import: no code is
+# written here.
+_APPROXIMATIONS = {}      # exact op -> {approximation suffix: code}, the approx=True one first
+for _name, _exact in _ew.APPROX_OF.items():
+    _APPROXIMATIONS.setdefault(_exact, {})[_name[len(_exact) + 1:]] = _ew.UNARY_CODES[_name]
+# unary math ops by name (approximations are reached through approx=)
+_UNARY = {name: code for name, code in _ew.UNARY_CODES.items() if name not in _ew.APPROX_OF}
 # activation backward forms: binary kernels (gradient, forward input or output)
-_BACKWARD = {"relu_inv": 6, "tanh_inv": 7, "sigmoid_inv": 8, "gelu_inv": 9, "gelu_tanh_inv": 10,
-             "exp_inv": 11}
-_BINARY = {"add": 0, "sub": 1, "mul": 2, "div": 3, "max": 4, "min": 5, **_BACKWARD}
-_CMP = {"eq": 0, "ne": 1, "lt": 2, "le": 3, "gt": 4, "ge": 5}
-_TERNARY = {"muladd": 0, "nmuladd": 1}
-_REDUCE = {"sum": 0, "mul": 1, "max": 2, "min": 3}
+_BACKWARD = {name: code for name, code in _ew.BINARY_CODES.items() if name.endswith("_inv")}
+_BINARY = dict(_ew.BINARY_CODES)
+_CMP = dict(_ew.CMP_CODES)
+_TERNARY = dict(_ew.TERNARY_CODES)
+_REDUCE = dict(_ew.REDUCE_CODES)
+# spellings of approx= that still work but are deprecated, and what they mean
+_APPROX_ALIASES = {None: False, "none": False, "exact": False, "fast": True}
 
 UNARY_OPS = tuple(_UNARY) + tuple(_BACKWARD) + (
     "dropout", "dropout_inv", "rand", "reduce", "transpose", "vnni", "vnni_transpose",
@@ -208,17 +208,31 @@ def _bcast(value, name, fn):
     return _BCAST[value]
 
 
-def _resolve_unary(op, approx, fn):
-    code, acode = _UNARY[op]
-    if approx in (False, None, "none", "exact"):
-        return code
-    if (op, approx) in _NAMED_APPROX:
-        return _NAMED_APPROX[(op, approx)]
-    if acode is None:
+def approx_choices(op):
+    """The approx= values op takes: False, and where it has approximations True and their
+    names."""
+    named = tuple(_APPROXIMATIONS.get(op, {}))
+    return (False, True) + named if named else (False,)
+
+
+def resolve_unary(op, approx, fn, stacklevel=3):
+    """C code of unary op `op` under ``approx=``: False (exact), True (the op's default
+    approximation) or an approximation's name ('pade', 'minimax', ...). `stacklevel` points a
+    deprecation warning at the user's call."""
+    if approx in _APPROX_ALIASES and approx is not True and approx is not False:
+        warnings.warn(f"{fn}: approx={approx!r} is deprecated; use approx="
+                      f"{_APPROX_ALIASES[approx]}", DeprecationWarning, stacklevel=stacklevel)
+        approx = _APPROX_ALIASES[approx]
+    if approx is False:
+        return _UNARY[op]
+    named = _APPROXIMATIONS.get(op)
+    if not named:
         raise ValueError(f"{fn}: op {op!r} has no approximation; use approx=False")
-    if approx in (True, "pade", "minimax", "fast"):
-        return acode
-    raise ValueError(f"{fn}: approx must be False, True, 'pade' or 'minimax'; got {approx!r}")
+    if approx is True:
+        return next(iter(named.values()))
+    if isinstance(approx, str) and approx in named:
+        return named[approx]
+    raise ValueError(f"{fn}: approx must be one of {approx_choices(op)} for {op!r}; got {approx!r}")
 
 
 def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi=None, ldo=None,
@@ -249,11 +263,11 @@ def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi
         Leading dimensions (row strides in elements). Default: n.
     bcast : {None, 'row', 'col', 'scalar'}
         Broadcast of the input.
-    approx : bool or {'pade', 'minimax'}
-        Use the fast approximation of exp / tanh / sigmoid / gelu / gelu_tanh (float32 compute;
-        see docs/eltwise.md for the measured errors). False: accurate within a few ulp.
-        Where an op has two, True picks the default: tanh 'pade' (or 'minimax'); sigmoid from
-        the approximate exp (or 'pade', through the Pade tanh).
+    approx : bool or str
+        False: accurate within a few ulp. True: the op's fast approximation (float32 compute; see
+        docs/eltwise.md for the measured errors); where an op has several, a name picks one:
+        tanh 'pade' (True) or 'minimax'; sigmoid 'approx' (True, from the approximate exp) or
+        'pade'; gelu 'minimax'; gelu_tanh 'pade'. ``approx_choices(op)`` lists them.
     p, seed : float, int
         Dropout probability and generator seed (the default seed of calls).
 
@@ -291,8 +305,8 @@ def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi
     bc = _bcast(bcast, "bcast", fn)
     ldi, ldo = _lds(m, n, (ldi, ldo), ("ldi", "ldo"), fn, (bc,))
     isa = _runtime.get_isa()
-    key = ("unary", op, m, n, dt, odt, cdt, ldi, ldo, bc, approx if approx is not True else "t",
-           float(p), int(seed), isa)
+    code = resolve_unary(op, approx, fn) if op in _UNARY else None
+    key = ("unary", op, m, n, dt, odt, cdt, ldi, ldo, bc, code, float(p), int(seed), isa)
     kern = _cache.lookup(key)
     if kern is not None:
         return kern
@@ -300,7 +314,6 @@ def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi
                 ldi=ldi, ldo=ldo, bcast=bcast)
     ldm = (n + 7) // 8
     if op in _UNARY:
-        code = _resolve_unary(op, approx, fn)
         desc["approx"] = approx
         kern = EltwiseKernel(fn, _ew.KIND_UNARY, "unary", code, m, n, (dt,), (ldi,), (bc,), odt,
                              ldo, cdt, isa, desc)

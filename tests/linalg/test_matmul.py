@@ -216,7 +216,7 @@ def test_errors():
         pytpp.matmul(np.ones((2, 3, 4)), np.ones((3, 4, 2)))
     with pytest.raises(ValueError, match="out has shape"):
         pytpp.matmul(a, np.ones((4, 2)), out=np.empty((3, 3)))
-    with pytest.raises(TypeError, match="out has dtype int32"):
+    with pytest.raises(TypeError, match="cannot write a float64 result into out of dtype int32"):
         pytpp.matmul(a, np.ones((4, 2)), out=np.empty((3, 2), np.int32))
     ro = np.empty((3, 2))
     ro.flags.writeable = False

@@ -50,12 +50,15 @@ def test_unknown_approx_raises(approx):
 
 def test_known_approx(rng):
     x = rng.standard_normal((4, 64)).astype(np.float32)
-    for approx in (True, "fast"):
-        np.testing.assert_allclose(pytpp.nn.softmax(x, approx=approx), special.softmax(x, axis=-1),
-                                   rtol=1e-5, atol=1e-7)
-    for approx in (False, None, "exact", "none"):
-        np.testing.assert_allclose(pytpp.nn.softmax(x, approx=approx), special.softmax(x, axis=-1),
-                                   rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(pytpp.nn.softmax(x, approx=True), special.softmax(x, axis=-1),
+                               rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(pytpp.nn.softmax(x, approx=False), special.softmax(x, axis=-1),
+                               rtol=1e-6, atol=1e-8)
+    for old, new in (("fast", True), (None, False), ("exact", False), ("none", False)):
+        with pytest.warns(DeprecationWarning, match="deprecated") as rec:
+            y = pytpp.nn.softmax(x, approx=old)
+        assert rec[0].filename == __file__     # points at the caller
+        np.testing.assert_array_equal(y, pytpp.nn.softmax(x, approx=new))
 
 
 @pytest.mark.parametrize("axis, exc", [((0, 0), ValueError), (5, ValueError), ("a", TypeError),

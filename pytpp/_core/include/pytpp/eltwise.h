@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include "pytpp/eltwise_ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,38 +27,20 @@ enum pytpp_ew_dtype { PYTPP_EW_F64 = 0, PYTPP_EW_F32 = 1, PYTPP_EW_BF16 = 2, PYT
 enum pytpp_ew_bcast { PYTPP_EW_BCAST_NONE = 0, PYTPP_EW_BCAST_ROW = 1, PYTPP_EW_BCAST_COL = 2,
                       PYTPP_EW_BCAST_SCALAR = 3 };
 
-/* Unary ops: y = f(x). "_APPROX" variants are the fast approximations (float32 compute;
- * float64 compute runs the exact form). */
-enum pytpp_ew_unary_op {
-    PYTPP_EW_IDENTITY = 0, PYTPP_EW_ZERO, PYTPP_EW_SQUARE, PYTPP_EW_INC, PYTPP_EW_DEC,
-    PYTPP_EW_NEGATE, PYTPP_EW_ABS, PYTPP_EW_SQRT, PYTPP_EW_RECIPROCAL, PYTPP_EW_RSQRT,
-    PYTPP_EW_RELU,
-    PYTPP_EW_EXP, PYTPP_EW_EXP_APPROX,
-    PYTPP_EW_TANH, PYTPP_EW_TANH_PADE, PYTPP_EW_TANH_MINIMAX,
-    PYTPP_EW_SIGMOID, PYTPP_EW_SIGMOID_PADE,
-    PYTPP_EW_GELU, PYTPP_EW_GELU_MINIMAX,               /* erf form */
-    PYTPP_EW_GELU_TANH, PYTPP_EW_GELU_TANH_PADE,        /* tanh form */
-    PYTPP_EW_SIGMOID_APPROX,                            /* from the approximate exp */
-    PYTPP_EW_N_UNARY
-};
+/* The op enums, made from the op lists of eltwise_ops.h (their order is of no consequence:
+ * Python reads the codes by name at import). */
+#define PYTPP_EW_ENUM_ENTRY(E, ...) PYTPP_EW_##E,
+enum pytpp_ew_unary_op { PYTPP_EW_UNARY_OPS(PYTPP_EW_ENUM_ENTRY) PYTPP_EW_N_UNARY };
+enum pytpp_ew_binary_op { PYTPP_EW_BINARY_OPS(PYTPP_EW_ENUM_ENTRY) PYTPP_EW_N_BINARY };
+enum pytpp_ew_ternary_op { PYTPP_EW_TERNARY_OPS(PYTPP_EW_ENUM_ENTRY) PYTPP_EW_N_TERNARY };
+enum pytpp_ew_cmp { PYTPP_EW_CMP_OPS(PYTPP_EW_ENUM_ENTRY) PYTPP_EW_N_CMP };
+enum pytpp_ew_reduce { PYTPP_EW_REDUCE_OPS(PYTPP_EW_ENUM_ENTRY) PYTPP_EW_N_RED };
+enum pytpp_ew_family { PYTPP_EW_FAMILIES(PYTPP_EW_ENUM_ENTRY) PYTPP_EW_N_FAMILIES };
 
-/* Binary ops: o = f(x, y). The *_INV ops are activation backward passes: x = incoming gradient,
- * y = the forward input (relu, gelu) or the forward output (tanh, sigmoid). */
-enum pytpp_ew_binary_op {
-    PYTPP_EW_ADD = 0, PYTPP_EW_SUB, PYTPP_EW_MUL, PYTPP_EW_DIV, PYTPP_EW_MAX, PYTPP_EW_MIN,
-    PYTPP_EW_RELU_INV, PYTPP_EW_TANH_INV, PYTPP_EW_SIGMOID_INV, PYTPP_EW_GELU_INV,
-    PYTPP_EW_GELU_TANH_INV, PYTPP_EW_EXP_INV,
-    PYTPP_EW_N_BINARY
-};
-
-/* Ternary ops: o = f(x, y, z). MULADD o = x*y + z, NMULADD o = z - x*y. */
-enum pytpp_ew_ternary_op { PYTPP_EW_MULADD = 0, PYTPP_EW_NMULADD, PYTPP_EW_N_TERNARY };
-
-enum pytpp_ew_cmp { PYTPP_EW_CMP_EQ = 0, PYTPP_EW_CMP_NE, PYTPP_EW_CMP_LT, PYTPP_EW_CMP_LE,
-                    PYTPP_EW_CMP_GT, PYTPP_EW_CMP_GE, PYTPP_EW_N_CMP };
-
-enum pytpp_ew_reduce { PYTPP_EW_RED_SUM = 0, PYTPP_EW_RED_MUL, PYTPP_EW_RED_MAX,
-                       PYTPP_EW_RED_MIN, PYTPP_EW_N_RED };
+/* Name of op `op` of a family (enum pytpp_ew_family), NULL past the end; for an approximation,
+ * the unary op it approximates (else -1). */
+const char *pytpp_ew_op_name(int family, int op);
+int pytpp_ew_approx_of(int op);
 
 /* Row kernels on contiguous compute-dtype data. bc bit 0: x is one scalar, bit 1: y, bit 2: z. */
 typedef void (*pytpp_ew_unary_fn)(int64_t n, const void *x, void *y);
