@@ -64,14 +64,13 @@ def c_library(name, sources, cflags):
 
 
 def c_libraries():
-    libs = []
+    # loop drivers, packing, cpu detection and the dispatch table: portable C with OpenMP, no ISA
+    # flags. First on the link line: the dispatch table references every level's kernels.
+    libs = [c_library("pytpp_frame", sorted(glob(f"{CORE}/frame/*.c")), COMMON + ["-fopenmp"])]
     for name, (folder, flags) in LEVELS.items():
         sources = sorted(glob(f"{folder}/*.c"))
         if sources:
             libs.append(c_library(f"pytpp_{name}", sources, COMMON + flags))
-    # loop drivers, packing, cpu detection: portable C with OpenMP, no ISA flags
-    libs.append(c_library("pytpp_frame", sorted(glob(f"{CORE}/frame/*.c")),
-                          COMMON + ["-fopenmp"]))
     return libs
 
 

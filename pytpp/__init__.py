@@ -10,7 +10,7 @@ array([[20., 20.],
        [20., 20.],
        [20., 20.]])
 """
-__version__ = "0.1.0"
+from pytpp._version import __version__
 
 from pytpp import _config
 from pytpp._config import (available_isas, get_include, get_isa, get_num_threads, set_isa,

@@ -5,7 +5,13 @@ import sys
 
 def _info(args):
     from pytpp import _info
+    if args.kernel_map:
+        sys.stdout.write(_info.kernel_map())
+        return
     _info.show_config()
+    if args.kernels:
+        _info.print_kernels()
+        return
     print("measuring peaks (FMA loops, memory bandwidth) ...", flush=True)
     _info.print_measured(_info.measure(quick=args.quick))
 
@@ -46,12 +52,8 @@ def _bench(args):
 
 
 def _version():
-    from importlib import metadata
-    try:
-        return metadata.version("pytpp")
-    except metadata.PackageNotFoundError:  # run from a source tree without an install
-        import pytpp
-        return pytpp.__version__
+    from pytpp._version import __version__
+    return __version__
 
 
 def main(argv=None):
@@ -60,6 +62,11 @@ def main(argv=None):
     sub = p.add_subparsers(dest="cmd", required=True)
     pi = sub.add_parser("info", help="CPU, ISA level, caches, threads and measured peaks")
     pi.add_argument("--quick", action="store_true", help="shorter measurement")
+    pi.add_argument("--kernels", action="store_true",
+                    help="print the kernel each op family runs at the active ISA level (no "
+                         "measurement)")
+    pi.add_argument("--kernel-map", action="store_true",
+                    help="print every kernel symbol of every level as Markdown (docs/kernels.md)")
     pi.set_defaults(fn=_info)
     pd = sub.add_parser("demo", help="run BRGEMM on built-in random data at every ISA level")
     pd.set_defaults(fn=_demo)

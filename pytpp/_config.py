@@ -10,7 +10,7 @@ LEVELS = _runtime.LEVELS
 
 def _read_cache_sizes():
     """L1d, L2 (per core) and L3 (total) in bytes, from sysfs; defaults when it says nothing."""
-    sizes = {1: 32 * 1024, 2: 1024 * 1024, 3: 32 * 1024 * 1024}
+    sizes = dict(_runtime.DEFAULT_CACHE)
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
         for entry in sorted(os.listdir(base)):

@@ -2,6 +2,7 @@
 import threadpoolctl
 
 from pytpp._core import _runtime
+from pytpp._version import __version__
 
 
 class PytppController(threadpoolctl.LibController):
@@ -18,7 +19,6 @@ class PytppController(threadpoolctl.LibController):
         _runtime.set_num_threads(max(1, int(num_threads)))
 
     def get_version(self):
-        from pytpp import __version__
         return __version__
 
 

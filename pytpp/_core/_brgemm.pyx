@@ -3,23 +3,15 @@
 by ``pytpp.brgemm``. Validation happens here, with the GIL; the C engine runs without it."""
 import numpy as np
 cimport numpy as cnp
-from pytpp._core._arrays cimport elem_strides
+from pytpp._core._arrays cimport dtype_code, elem_strides, disjoint, overlaps
 from libc.stdint cimport int64_t, intptr_t
 from libc.stdlib cimport malloc, free
 from pytpp._core.cengine cimport *
-from pytpp._core._runtime cimport num_threads, cache_info, gemm_table
+from pytpp._core._runtime cimport num_threads, cache_info, level
 
 cnp.import_array()
 
 MODES = ("stride", "offset", "address")
-
-
-cdef inline int dtype_code(int typenum):
-    if typenum == cnp.NPY_FLOAT64:
-        return PYTPP_F64
-    if typenum == cnp.NPY_FLOAT32:
-        return PYTPP_F32
-    return -1
 
 
 cdef inline char *buffer_of(object arr, str name, int typenum, bint writable,
@@ -43,10 +35,6 @@ cdef inline char *buffer_of(object arr, str name, int typenum, bint writable,
     if p == NULL:  # never dereferenced when the extent check passes, but keep it non-NULL
         p = <char *>1
     return p
-
-
-cdef inline bint overlaps(const char *p, int64_t pbytes, const char *q, int64_t qbytes) noexcept nogil:
-    return pbytes > 0 and qbytes > 0 and p < q + qbytes and q < p + pbytes
 
 
 cdef inline bint blocks_fit(int64_t count, int64_t stride, int64_t ext, int64_t size) noexcept:
@@ -89,7 +77,7 @@ cdef class BrgemmKernel:
     def __init__(self, int64_t m, int64_t n, int64_t k, int dtype, int isa, int mode,
                  int64_t lda, int64_t ldb, int64_t ldc, bint trans_a, bint trans_b,
                  double alpha, double beta, int64_t stride_a, int64_t stride_b, descriptor):
-        self.table = gemm_table(isa, dtype)
+        self.table = level(isa).brgemm[dtype]
         self.desc.m, self.desc.n, self.desc.k = m, n, k
         self.desc.dtype = dtype
         self.desc.alpha, self.desc.beta = alpha, beta
@@ -278,7 +266,7 @@ def brgemm_strided(cnp.ndarray a, cnp.ndarray b, cnp.ndarray out, double alpha, 
     bt.ptr_a = bt.ptr_b = NULL
     cdef int64_t many = a.shape[0]
     cdef int64_t oa = a.strides[0] // esz, ob = b.strides[0] // esz, oc = out.strides[0] // esz
-    cdef const pytpp_gemm_kernels *kt = gemm_table(isa, dt)
+    cdef const pytpp_gemm_kernels *kt = level(isa).brgemm[dt]
     cdef const void *pa = cnp.PyArray_DATA(a)
     cdef const void *pb = cnp.PyArray_DATA(b)
     cdef void *pc = cnp.PyArray_DATA(out)
@@ -288,35 +276,6 @@ def brgemm_strided(cnp.ndarray a, cnp.ndarray b, cnp.ndarray out, double alpha, 
     if err:
         raise MemoryError("pytpp.brgemm: scratch allocation failed")
     return out
-
-
-cdef inline void byte_extent(cnp.ndarray x, const char **lo, const char **hi) noexcept:
-    """[lo, hi) bytes that x's elements can touch (for a conservative overlap test)."""
-    cdef const char *p = <const char *>cnp.PyArray_DATA(x)
-    cdef const char *l = p
-    cdef const char *h = p + cnp.PyArray_ITEMSIZE(x)
-    cdef int i
-    cdef cnp.npy_intp *shape = cnp.PyArray_DIMS(x)
-    cdef cnp.npy_intp *strides = cnp.PyArray_STRIDES(x)
-    for i in range(cnp.PyArray_NDIM(x)):
-        if shape[i] == 0:
-            lo[0] = hi[0] = p
-            return
-        if strides[i] > 0:
-            h += (shape[i] - 1) * strides[i]
-        else:
-            l += (shape[i] - 1) * strides[i]
-    lo[0], hi[0] = l, h
-
-
-cdef inline bint may_overlap(cnp.ndarray x, cnp.ndarray y) noexcept:
-    cdef const char *xl
-    cdef const char *xh
-    cdef const char *yl
-    cdef const char *yh
-    byte_extent(x, &xl, &xh)
-    byte_extent(y, &yl, &yh)
-    return xl < yh and yl < xh and xl != xh and yl != yh
 
 
 def brgemm_fast(a, b, c, double beta, out, int isa):
@@ -361,7 +320,7 @@ def brgemm_fast(a, b, c, double beta, out, int isa):
         if (xo.ndim != 2 or cnp.PyArray_TYPE(xo) != typenum or xo.shape[0] != m or xo.shape[1] != n
                 or not cnp.PyArray_ISWRITEABLE(xo) or not cnp.PyArray_ISNOTSWAPPED(xo)
                 or xo.strides[1] != esz
-                or xo.strides[0] % esz or may_overlap(xo, xa) or may_overlap(xo, xb)):
+                or xo.strides[0] % esz or not disjoint(xo, xa) or not disjoint(xo, xb)):
             return None
     if c is not None and c is not out:
         if cnp.PyArray_CopyInto(xo, xc) < 0:
@@ -382,7 +341,7 @@ def brgemm_fast(a, b, c, double beta, out, int isa):
     bt.stride_a, bt.stride_b = xa.strides[0] // esz, xb.strides[0] // esz
     bt.off_a = bt.off_b = NULL
     bt.ptr_a = bt.ptr_b = NULL
-    cdef const pytpp_gemm_kernels *kt = gemm_table(isa, dt)
+    cdef const pytpp_gemm_kernels *kt = level(isa).brgemm[dt]
     cdef const void *pa = cnp.PyArray_DATA(xa)
     cdef const void *pb = cnp.PyArray_DATA(xb)
     cdef void *pc = cnp.PyArray_DATA(xo)

@@ -6,7 +6,8 @@ points only pick the kernel table for the ISA level and run the driver."""
 cimport numpy as cnp
 from libc.stdint cimport int64_t, uint64_t, uint32_t, uint16_t, uint8_t
 from pytpp._core.celtwise cimport *
-from pytpp._core._runtime cimport num_threads
+from pytpp._core._runtime cimport num_threads, level
+from pytpp._core.cengine cimport PYTPP_NISA, PYTPP_NDTYPES
 
 cnp.import_array()
 
@@ -40,19 +41,12 @@ REDUCE_CODES = op_codes(PYTPP_EW_FAM_REDUCE)
 APPROX_OF = {name: next(n for n, c in UNARY_CODES.items() if c == pytpp_ew_approx_of(code))
              for name, code in UNARY_CODES.items() if pytpp_ew_approx_of(code) >= 0}
 
-cdef const pytpp_ew_kernels *_tables[3][2]
-_tables[0][0] = &pytpp_ew_f64_ref
-_tables[0][1] = &pytpp_ew_f32_ref
-_tables[1][0] = &pytpp_ew_f64_avx2
-_tables[1][1] = &pytpp_ew_f32_avx2
-_tables[2][0] = &pytpp_ew_f64_avx512
-_tables[2][1] = &pytpp_ew_f32_avx512
 
 
 cdef inline const pytpp_ew_kernels *table(int isa, int cdt) except NULL:
-    if isa < 0 or isa > 2 or cdt < 0 or cdt > 1:
+    if isa < 0 or isa >= PYTPP_NISA or cdt < 0 or cdt >= PYTPP_NDTYPES:
         raise ValueError(f"no element-wise kernel table for isa={isa}, compute dtype={cdt}")
-    return _tables[isa][cdt]
+    return level(isa).eltwise[cdt]
 
 
 def table_name(int isa, int cdt):

@@ -1,7 +1,7 @@
 # C API of the Goto GEMM behind pytpp.matmul (pytpp/_core/include/pytpp/gemm_goto.h), for Cython
 # users: `from pytpp._core._matmul cimport pytpp_matmul, pytpp_mm_desc, ...`.
 from libc.stdint cimport int64_t, uint16_t
-from pytpp._core.cengine cimport pytpp_gemm_kernels, pytpp_cache_info
+from pytpp._core.cengine cimport pytpp_gemm_kernels, pytpp_cache_info, pytpp_table_info
 
 cdef extern from "pytpp/gemm_goto.h" nogil:
     enum:
@@ -9,6 +9,7 @@ cdef extern from "pytpp/gemm_goto.h" nogil:
 
     ctypedef struct pytpp_pk_kernels:
         const char *name
+        pytpp_table_info info
         int vl
         int nv_main, mr_main
         int c_first, ftz, bf16_widened, kc_l1_x8, nc_l2_x8, nopack_l2_x8

@@ -6,7 +6,9 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t, uint16_t, intptr_t
 from pytpp._core.cengine cimport *
-from pytpp._core._runtime cimport num_threads, active_isa, cache_info, gemm_table
+from pytpp._core._arrays cimport elem_strides, disjoint
+from pytpp._core._runtime cimport num_threads, active_isa, cache_info, level, features
+from pytpp._core.cdispatch cimport pytpp_bf16_select, pytpp_bf16_kernels, PYTPP_BF16_NKERNELS
 from pytpp._core import _runtime
 
 cnp.import_array()
@@ -56,12 +58,9 @@ cdef int run_blocked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
         raise MemoryError("pytpp.matmul: packing buffer allocation failed")
     return 0
 
-# bf16 kernel choice: 0 auto, 1 ref, 2 avx2 emulation, 3 avx512 emulation, 4 native vdpbf16ps,
-# 5 avx2 fp32 kernels on operands widened while packing (the AVX2 default: fp32 FMA speed)
-BF16_KERNELS = ("auto", "ref", "avx2", "avx512", "avx512_bf16", "avx2_widened")
-cdef bint _has_native_bf16 = _runtime.has_feature("avx512_bf16")
-cdef bint _has_avx512 = "avx512" in _runtime.LEVELS[:_runtime.LEVELS.index(_runtime.best_isa()) + 1]
-cdef bint _has_avx2 = "avx2" in _runtime.LEVELS[:_runtime.LEVELS.index(_runtime.best_isa()) + 1]
+# bf16 kernel choice (enum pytpp_bf16_kernel, dispatch.h): 0 auto, or one named for tests
+BF16_KERNELS = tuple(pytpp_bf16_kernels[i].name.decode() for i in range(PYTPP_BF16_NKERNELS))
+cdef int _best_isa = _runtime.LEVELS.index(_runtime.best_isa())
 
 DT_F64 = PYTPP_F64
 DT_F32 = PYTPP_F32
@@ -70,53 +69,22 @@ DT_BF16 = PYTPP_MM_BF16
 
 def bf16_kernels_available():
     """Names of the bf16 kernels this CPU can run (for tests)."""
-    names = ["ref"]
-    if _has_avx2:
-        names.append("avx2")
-        names.append("avx2_widened")
-    if _has_avx512:
-        names.append("avx512")
-    if _has_avx512 and _has_native_bf16:
-        names.append("avx512_bf16")
-    return tuple(names)
-
-
-cdef const pytpp_pk_kernels *_packed[3][2]
-_packed[PYTPP_ISA_REF][PYTPP_F64] = &pytpp_mm_f64_ref
-_packed[PYTPP_ISA_REF][PYTPP_F32] = &pytpp_mm_f32_ref
-_packed[PYTPP_ISA_AVX2][PYTPP_F64] = &pytpp_mm_f64_avx2
-_packed[PYTPP_ISA_AVX2][PYTPP_F32] = &pytpp_mm_f32_avx2
-_packed[PYTPP_ISA_AVX512][PYTPP_F64] = &pytpp_mm_f64_avx512
-_packed[PYTPP_ISA_AVX512][PYTPP_F32] = &pytpp_mm_f32_avx512
+    return tuple(BF16_KERNELS[i] for i in range(1, PYTPP_BF16_NKERNELS)
+                 if pytpp_bf16_select(_best_isa, features(), i) != NULL)
 
 
 cdef int select(int dt, int isa, int bf16_kernel, pytpp_mm_kernels *ks) except -1:
+    """The kernel tables of a product: the level's BRGEMM and packed-panel tables, or the bf16
+    kernel (the level's best for 0, else the one named, which the CPU must have)."""
     ks.kt = NULL
     ks.kp = NULL
     if dt != PYTPP_MM_BF16:
-        ks.kt = gemm_table(isa, dt)
-        ks.kp = _packed[isa][dt]
+        ks.kt = level(isa).brgemm[dt]
+        ks.kp = level(isa).packed[dt]
         return 0
-    if bf16_kernel == 0:
-        if isa >= PYTPP_ISA_AVX512:
-            bf16_kernel = 4 if _has_native_bf16 else 3
-        elif isa >= PYTPP_ISA_AVX2:
-            bf16_kernel = 5
-        else:
-            bf16_kernel = 1
-    if bf16_kernel == 4 and not (_has_native_bf16 and _has_avx512) or \
-            bf16_kernel == 3 and not _has_avx512 or bf16_kernel in (2, 5) and not _has_avx2:
+    ks.kp = pytpp_bf16_select(isa if bf16_kernel == 0 else _best_isa, features(), bf16_kernel)
+    if ks.kp == NULL:
         raise ValueError(f"bf16 kernel {BF16_KERNELS[bf16_kernel]!r} is not available on this CPU")
-    if bf16_kernel == 4:
-        ks.kp = &pytpp_mm_bf16_avx512_bf16
-    elif bf16_kernel == 3:
-        ks.kp = &pytpp_mm_bf16_avx512
-    elif bf16_kernel == 2:
-        ks.kp = &pytpp_mm_bf16_avx2
-    elif bf16_kernel == 5:
-        ks.kp = &pytpp_mm_f32_bf16w_avx2
-    else:
-        ks.kp = &pytpp_mm_bf16_ref
     return 0
 
 
@@ -124,41 +92,6 @@ def kernel_name(int dt, int isa, int bf16_kernel=0):
     cdef pytpp_mm_kernels ks
     select(dt, isa, bf16_kernel, &ks)
     return ks.kp.name.decode()
-
-
-cdef inline void extent(cnp.ndarray x, intptr_t *lo, intptr_t *hi) noexcept:
-    """Byte range [lo, hi) the elements of x span."""
-    cdef intptr_t base = <intptr_t>cnp.PyArray_DATA(x)
-    cdef intptr_t l = base, h = base
-    cdef int d
-    cdef cnp.npy_intp s, n
-    for d in range(cnp.PyArray_NDIM(x)):
-        n = cnp.PyArray_DIM(x, d)
-        if n == 0:
-            lo[0] = hi[0] = base
-            return
-        s = cnp.PyArray_STRIDE(x, d)
-        if s >= 0:
-            h += s * (n - 1)
-        else:
-            l += s * (n - 1)
-    lo[0] = l
-    hi[0] = h + cnp.PyArray_ITEMSIZE(x)
-
-
-cdef inline bint disjoint(cnp.ndarray x, cnp.ndarray y) noexcept:
-    cdef intptr_t xl, xh, yl, yh
-    extent(x, &xl, &xh)
-    extent(y, &yl, &yh)
-    return xh <= yl or yh <= xl or xl == xh or yl == yh
-
-
-cdef inline bint element_strides(cnp.ndarray x, int64_t esz) noexcept:
-    cdef int d
-    for d in range(cnp.PyArray_NDIM(x)):
-        if cnp.PyArray_STRIDE(x, d) % esz:
-            return False
-    return True
 
 
 cdef int _bf16_typenum = -1
@@ -191,7 +124,7 @@ def fast(a, b, out=None):
     cdef int64_t cesz = 4 if bf16 else esz
     if not cnp.PyArray_ISNOTSWAPPED(x) or not cnp.PyArray_ISNOTSWAPPED(y):
         return None
-    if not element_strides(x, esz) or not element_strides(y, esz):
+    if not elem_strides(x, esz) or not elem_strides(y, esz):
         return None
     cdef cnp.npy_intp dims[2]
     if out is None:
@@ -224,8 +157,8 @@ def fast(a, b, out=None):
     if bf16:
         select(d.dtype, isa, 0, &ks)
     else:
-        ks.kt = gemm_table(isa, d.dtype)
-        ks.kp = _packed[isa][d.dtype]
+        ks.kt = level(isa).brgemm[d.dtype]
+        ks.kp = level(isa).packed[d.dtype]
     cdef pytpp_mm_blocking bk
     pytpp_mm_blocking_init(&ks, cache_info(), d.dtype, &bk)
     run_blocked(&ks, &bk, &d, cnp.PyArray_DATA(x), cnp.PyArray_DATA(y), cnp.PyArray_DATA(c))

@@ -9,6 +9,11 @@ cimport openmp
 from libc.stdint cimport int64_t, uint32_t
 from libc.stdlib cimport malloc, free
 from pytpp._core.cengine cimport *
+from pytpp._core.celtwise cimport PYTPP_EW_N_UNARY, PYTPP_EW_N_BINARY
+from pytpp._core.cdispatch cimport (pytpp_levels, pytpp_level_kernels, pytpp_bf16_select,
+                                     pytpp_bf16_kernels, pytpp_dispatch_missing, PYTPP_BF16_AUTO,
+                                     PYTPP_BF16_NKERNELS)
+from pytpp._core.cengine cimport pytpp_table_info
 
 LEVELS = ("ref", "avx2", "avx512")
 
@@ -17,18 +22,9 @@ cdef int _best = pytpp_cpu_best_isa(_features)
 cdef int _active = _best
 cdef int _threads = 1
 cdef pytpp_cache_info _cache
-_cache.l1 = 32 * 1024
-_cache.l2 = 1024 * 1024
-_cache.l3 = 32 * 1024 * 1024
-
-cdef const pytpp_gemm_kernels *_gemm_tables[3][2]
-_gemm_tables[PYTPP_ISA_REF][PYTPP_F64] = &pytpp_gemm_f64_ref
-_gemm_tables[PYTPP_ISA_REF][PYTPP_F32] = &pytpp_gemm_f32_ref
-_gemm_tables[PYTPP_ISA_AVX2][PYTPP_F64] = &pytpp_gemm_f64_avx2
-_gemm_tables[PYTPP_ISA_AVX2][PYTPP_F32] = &pytpp_gemm_f32_avx2
-_gemm_tables[PYTPP_ISA_AVX512][PYTPP_F64] = &pytpp_gemm_f64_avx512
-_gemm_tables[PYTPP_ISA_AVX512][PYTPP_F32] = &pytpp_gemm_f32_avx512
-
+_cache.l1, _cache.l2, _cache.l3 = PYTPP_DEFAULT_L1, PYTPP_DEFAULT_L2, PYTPP_DEFAULT_L3
+# cache sizes assumed when sysfs reports none (tuning.h)
+DEFAULT_CACHE = {1: PYTPP_DEFAULT_L1, 2: PYTPP_DEFAULT_L2, 3: PYTPP_DEFAULT_L3}
 
 # OpenMP's own thread limit of the calling thread at import: when something lowers it later
 # (threadpoolctl's threadpool_limits(user_api="openmp"), omp_set_num_threads), pytpp follows.
@@ -48,8 +44,11 @@ cdef int active_isa() noexcept nogil:
 cdef const pytpp_cache_info *cache_info() noexcept nogil:
     return &_cache
 
-cdef const pytpp_gemm_kernels *gemm_table(int isa, int dtype) noexcept nogil:
-    return _gemm_tables[isa][dtype]
+cdef uint32_t features() noexcept nogil:
+    return _features
+
+cdef const pytpp_level_kernels *level(int isa) noexcept nogil:
+    return &pytpp_levels[isa]
 
 
 _FEATURE_NAMES = (
@@ -223,3 +222,56 @@ def measure_bandwidth(int64_t nbytes=256 * 1024 * 1024, int threads=1, int repea
     finally:
         free(x)
         free(y)
+
+
+cdef dict table_info(const pytpp_table_info *info):
+    cdef int i = 0
+    kernels = []
+    while info.kernels[i] != NULL:
+        kernels.append(info.kernels[i].decode())
+        i += 1
+    return {"symbol": info.symbol.decode(), "source": info.source.decode(), "kernels": kernels}
+
+
+def kernel_tables(int isa):
+    """The tables level `isa` runs, from the dispatch table: {family: {dtype: info}} with each
+    table's symbol, template, kernel symbols, and the register block or op slots that name its
+    main kernels (for show_config and `python -m pytpp info --kernels`)."""
+    if not 0 <= isa < PYTPP_NISA:
+        raise ValueError(f"no ISA level {isa}")
+    cdef const pytpp_level_kernels *lv = level(isa)   # (data only: nothing of it runs here)
+    cdef int dt, f, op
+    res = {"brgemm": {}, "gemm": {}, "matmul": {}, "eltwise": {}}
+    for dt, name in ((PYTPP_F64, "f64"), (PYTPP_F32, "f32")):
+        info = table_info(&lv.brgemm[dt].info)
+        nv = lv.brgemm[dt].nv_main
+        info["main"] = (lv.brgemm[dt].mr_max[nv], nv)
+        res["brgemm"][name] = info
+        res["gemm"][name] = [table_info(&lv.smm[dt][f].info) for f in range(lv.smm_flavours)]
+        info = table_info(&lv.packed[dt].info)
+        info["main"] = (lv.packed[dt].mr_main, lv.packed[dt].nv_main)
+        res["matmul"][name] = info
+        ew = lv.eltwise[dt]
+        info = table_info(&ew.info)
+        info["unary"] = [ew.unary_symbols[op].decode() for op in range(PYTPP_EW_N_UNARY)]
+        info["binary"] = [ew.binary_symbols[op].decode() for op in range(PYTPP_EW_N_BINARY)]
+        res["eltwise"][name] = info
+    bf16 = pytpp_bf16_select(isa, _features, PYTPP_BF16_AUTO)
+    info = table_info(&bf16.info)
+    info["main"] = (bf16.mr_main, bf16.nv_main)
+    res["matmul"]["bf16"] = info
+    return res
+
+
+def missing_kernels(int isa):
+    """Required kernel slots of level `isa` that are empty (0 for a sound dispatch table)."""
+    return pytpp_dispatch_missing(isa)
+
+
+def bf16_tables():
+    """{name: info} of every bf16 GEMM table (dispatch.h's list), whatever this CPU runs."""
+    cdef int i
+    res = {}
+    for i in range(1, PYTPP_BF16_NKERNELS):
+        res[pytpp_bf16_kernels[i].name.decode()] = table_info(&pytpp_bf16_kernels[i].kt.info)
+    return res

@@ -4,38 +4,19 @@
 Validation happens here or in the Python callers, with the GIL; the C engine runs without it."""
 import numpy as np
 cimport numpy as cnp
-from pytpp._core._arrays cimport elem_strides
+from pytpp._core._arrays cimport dtype_code, elem_strides, overlaps
 from libc.stdint cimport int64_t
-from pytpp._core.cengine cimport PYTPP_F64, PYTPP_F32, PYTPP_ISA_REF, PYTPP_ISA_AVX2, PYTPP_ISA_AVX512
+from pytpp._core.cengine cimport PYTPP_F64, PYTPP_F32, PYTPP_HANDLE_NOGIL_FLOPS
 from pytpp._core.csmallgemm cimport *
-from pytpp._core._runtime cimport num_threads, active_isa
+from pytpp._core._runtime cimport num_threads, active_isa, level
+from pytpp._core.cdispatch cimport pytpp_level_kernels
 
 cnp.import_array()
 
-# candidate kernel tables per (ISA level, dtype): AVX-512 has a zmm and a ymm flavour, AVX2 a
-# ymm and an xmm one (rows narrower than a ymm vector)
-cdef const pytpp_smm_kernels *_tables[3][2][2]
-cdef int _ntables[3]
-_tables[PYTPP_ISA_REF][PYTPP_F64][0] = &pytpp_smm_f64_ref
-_tables[PYTPP_ISA_REF][PYTPP_F32][0] = &pytpp_smm_f32_ref
-_tables[PYTPP_ISA_AVX2][PYTPP_F64][0] = &pytpp_smm_f64_avx2
-_tables[PYTPP_ISA_AVX2][PYTPP_F32][0] = &pytpp_smm_f32_avx2
-_tables[PYTPP_ISA_AVX2][PYTPP_F64][1] = &pytpp_smm_f64_avx2x
-_tables[PYTPP_ISA_AVX2][PYTPP_F32][1] = &pytpp_smm_f32_avx2x
-_tables[PYTPP_ISA_AVX512][PYTPP_F64][0] = &pytpp_smm_f64_avx512
-_tables[PYTPP_ISA_AVX512][PYTPP_F32][0] = &pytpp_smm_f32_avx512
-_tables[PYTPP_ISA_AVX512][PYTPP_F64][1] = &pytpp_smm_f64_avx512y
-_tables[PYTPP_ISA_AVX512][PYTPP_F32][1] = &pytpp_smm_f32_avx512y
-_ntables[PYTPP_ISA_REF] = 1
-_ntables[PYTPP_ISA_AVX2] = 2
-_ntables[PYTPP_ISA_AVX512] = 2
 
 # Tuning switch (benchmarks, tests): -1 lets the cost model choose the vector flavour, 0/1 forces it.
 cdef int _force_flavour = -1
 
-# Below this many flops a kernel handle keeps the GIL: the product ends before another thread
-# could take it, and the release/re-acquire pair would double the call.
-cdef double HANDLE_NOGIL_FLOPS = 65536.0
 
 
 cdef int64_t _chunk = 0
@@ -62,19 +43,12 @@ def set_flavour(int which):
     _force_flavour = which
 
 
-cdef inline int dtype_code(int typenum) noexcept:
-    if typenum == cnp.NPY_FLOAT64:
-        return PYTPP_F64
-    if typenum == cnp.NPY_FLOAT32:
-        return PYTPP_F32
-    return -1
-
-
 cdef void make_plan(pytpp_smm_plan *p, int isa, int dt, int64_t m, int64_t n, int64_t k,
                     int64_t rsa, int64_t csa, int64_t rsb, int64_t csb, int64_t rsc, int64_t csc,
                     double alpha, double beta, int flags=PYTPP_SMM_ALLOW_COPIES) noexcept nogil:
-    cdef int force = _force_flavour if _force_flavour < _ntables[isa] else -1
-    pytpp_smm_plan_make(p, _tables[isa][dt], _ntables[isa], force, dt, m, n, k,
+    cdef const pytpp_level_kernels *lv = level(isa)
+    cdef int force = _force_flavour if _force_flavour < lv.smm_flavours else -1
+    pytpp_smm_plan_make(p, lv.smm[dt], lv.smm_flavours, force, dt, m, n, k,
                         rsa, csa, rsb, csb, rsc, csc, alpha, beta, flags)
     if _chunk > 0:
         p.per_chunk = _chunk
@@ -203,10 +177,6 @@ cdef inline char *checked_buffer(object arr, int typenum, int64_t need, bint wri
     return p if p != NULL else <char *>1
 
 
-cdef inline bint overlaps(const char *p, int64_t pbytes, const char *q, int64_t qbytes) noexcept nogil:
-    return pbytes > 0 and qbytes > 0 and p < q + qbytes and q < p + pbytes
-
-
 cdef class GemmKernel:
     """A dispatched small GEMM: ``C = alpha * op(A) @ op(B) + beta * C`` for one product.
 
@@ -238,7 +208,7 @@ cdef class GemmKernel:
         self.ext_c = 0 if m == 0 or n == 0 else (m - 1) * ldc + n
         make_plan(&self.plan, isa, dtype, m, n, k, rsa, csa, rsb, csb, ldc, 1, alpha, beta)
         self.typenum = cnp.NPY_FLOAT64 if dtype == PYTPP_F64 else cnp.NPY_FLOAT32
-        self.release_gil = 2.0 * m * n * k >= HANDLE_NOGIL_FLOPS
+        self.release_gil = 2.0 * m * n * k >= PYTPP_HANDLE_NOGIL_FLOPS   # (tuning.h)
         self.descriptor = descriptor
 
     @property

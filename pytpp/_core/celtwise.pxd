@@ -1,5 +1,6 @@
 # C declarations of the element-wise engine (pytpp/_core/include/pytpp/eltwise.h).
 from libc.stdint cimport int64_t, uint64_t, uint32_t, uint16_t, uint8_t
+from pytpp._core.cengine cimport pytpp_table_info
 
 cdef extern from "pytpp/eltwise.h" nogil:
     enum:
@@ -29,6 +30,9 @@ cdef extern from "pytpp/eltwise.h" nogil:
 
     ctypedef struct pytpp_ew_kernels:
         const char *name
+        pytpp_table_info info
+        const char *unary_symbols[PYTPP_EW_N_UNARY]
+        const char *binary_symbols[PYTPP_EW_N_BINARY]
         int dtype
         int vl
         void *unary[PYTPP_EW_N_UNARY]

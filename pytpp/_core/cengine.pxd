@@ -2,18 +2,27 @@
 from libc.stdint cimport int64_t, uint32_t
 from libc.stddef cimport size_t
 
+cdef extern from "pytpp/kernel_common.h" nogil:
+    ctypedef struct pytpp_table_info:
+        const char *symbol
+        const char *source
+        const char *const *kernels
+
 cdef extern from "pytpp/gemm.h" nogil:
     enum:
         PYTPP_F64
         PYTPP_F32
+        PYTPP_NDTYPES
         PYTPP_BATCH_STRIDE
         PYTPP_BATCH_OFFSET
         PYTPP_BATCH_ADDRESS
 
     ctypedef struct pytpp_gemm_kernels:
         const char *name
+        pytpp_table_info info
         int vl
         int nv_main
+        int mr_max[5]
 
     ctypedef struct pytpp_gemm_desc:
         int64_t m, n, k
@@ -46,6 +55,10 @@ cdef extern from "pytpp/gemm.h" nogil:
     const pytpp_gemm_kernels pytpp_gemm_f64_ref, pytpp_gemm_f32_ref
     const pytpp_gemm_kernels pytpp_gemm_f64_avx2, pytpp_gemm_f32_avx2
     const pytpp_gemm_kernels pytpp_gemm_f64_avx512, pytpp_gemm_f32_avx512
+
+cdef extern from "pytpp/tuning.h" nogil:
+    int64_t PYTPP_DEFAULT_L1, PYTPP_DEFAULT_L2, PYTPP_DEFAULT_L3
+    double PYTPP_HANDLE_NOGIL_FLOPS
 
 cdef extern from "pytpp/cpu.h" nogil:
     enum:

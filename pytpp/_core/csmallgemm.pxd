@@ -2,10 +2,12 @@
 # Cython users: `from pytpp._core.csmallgemm cimport pytpp_smm_plan, pytpp_smm_run1` and
 # `from pytpp._core._smallgemm cimport GemmKernel`; see docs/smallgemm.md.
 from libc.stdint cimport int64_t
+from pytpp._core.cengine cimport pytpp_table_info
 
 cdef extern from "pytpp/smallgemm.h" nogil:
     ctypedef struct pytpp_smm_kernels:
         const char *name
+        pytpp_table_info info
         int vl
         int vbytes
         int nregs

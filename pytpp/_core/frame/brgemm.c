@@ -4,14 +4,13 @@
 #include <string.h>
 #include "pytpp/gemm.h"
 #include "pytpp/partition.h"
+#include "pytpp/tuning.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 /* Pointers per batch chunk kept on the stack. */
 #define CHUNK_MAX 512
-/* Below this many flops a parallel region costs more than it saves. */
-#define PAR_MIN_FLOPS (1 << 20)
 
 typedef struct plan {
     const pytpp_gemm_kernels *kt;
@@ -46,10 +45,11 @@ static void make_plan(plan *p, const pytpp_gemm_kernels *kt, const pytpp_cache_i
      * 1/8 of L2 beat 1/2 of L2 by ~15%; longer chunks bunch the memory traffic into the first
      * tile of each chunk. */
     int64_t pair = (d->m * d->k + d->k * d->n) * (int64_t)p->esz;
-    int64_t budget = ci && ci->l2 > 0 ? ci->l2 / 8 : (int64_t)1 << 17;
+    int64_t budget = (ci && ci->l2 > 0 ? ci->l2 : PYTPP_DEFAULT_L2) / 8;
     int64_t chunk = pair > 0 ? budget / pair : CHUNK_MAX;
     if (chunk < 2) chunk = 2;
-    const double total = (double)pair * (double)count, l2 = ci && ci->l2 > 0 ? ci->l2 : 1 << 20;
+    const double total = (double)pair * (double)count,
+                 l2 = (double)(ci && ci->l2 > 0 ? ci->l2 : PYTPP_DEFAULT_L2);
     if (total <= l2) chunk = CHUNK_MAX;  /* all in L2: C stays in registers over the batch */
     p->streaming = total > l2;  /* (prefetching in-L2 operands measured 20% slower for fp64) */
     if (chunk > CHUNK_MAX) chunk = CHUNK_MAX;
@@ -139,7 +139,7 @@ static void serial_or_parallel(const plan *p, const void *a, const void *b, int6
 {
     const int64_t ntiles = p->n_ib * p->n_jb;
     const double flops = 2.0 * p->d->m * p->d->n * p->d->k * (double)bt->count;
-    if (nthreads <= 1 || ntiles < 2 || flops < PAR_MIN_FLOPS) {
+    if (nthreads <= 1 || ntiles < 2 || flops < PYTPP_BRGEMM_PAR_MIN_FLOPS) {
         run_tiles(p, a, b, ldb, c, bt, 0, ntiles);
         return;
     }
@@ -213,7 +213,7 @@ int pytpp_brgemm_many(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
     const int64_t esz = (int64_t)dtype_size(d->dtype);
     if (many <= 0) return 0;
     const double flops = 2.0 * d->m * d->n * d->k * (double)batch->count * (double)many;
-    if (many < nthreads || nthreads <= 1 || flops < PAR_MIN_FLOPS) {
+    if (many < nthreads || nthreads <= 1 || flops < PYTPP_BRGEMM_PAR_MIN_FLOPS) {
         /* few independent products: let each one use the threads itself */
         int err = 0;
         for (int64_t o = 0; o < many && !err; ++o)

@@ -4,30 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pytpp/eltwise.h"
+#include "pytpp/partition.h"
+#include "pytpp/tuning.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 /* elements per conversion chunk (a multiple of 64 so bitmask chunks start at byte boundaries) */
 #define CH 1024
-/* below this many elements one thread does everything */
-#define PAR_MIN_ELEMS (1 << 15)
-/* Unary and softmax outputs of at least this many bytes (with their inputs: a 32 MiB L3 and
- * more) are written by the streaming-store kernels, in rows of at least STREAM_MIN_ROW bytes.
- * Smaller outputs stay in cache for whatever reads them next. */
-#define STREAM_MIN_BYTES ((int64_t)16 << 20)
-#define STREAM_MIN_ROW 2048
 
 static const int64_t ESZ[PYTPP_EW_NDT] = {8, 4, 2};
 
 static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-
-static inline void split(int64_t total, int64_t parts, int64_t i, int64_t *start, int64_t *len)
-{
-    const int64_t base = total / parts, extra = total % parts;
-    *start = i * base + (i < extra ? i : extra);
-    *len = base + (i < extra);
-}
 
 static inline int is_scalar(const pytpp_ew_operand *o)
 {
@@ -62,7 +50,7 @@ static void run_block(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64_
     const int64_t chunk = conv ? CH : (c1 - c0);
     int bc = 0;
     for (int k = 0; k < c->nin; ++k) bc |= is_scalar(&c->in[k]) << k;
-    stream = stream && (c1 - c0) * ESZ[c->out.dtype] >= STREAM_MIN_ROW;
+    stream = stream && (c1 - c0) * ESZ[c->out.dtype] >= PYTPP_EW_STREAM_MIN_ROW;
     /* bf16 -> bf16 unary ops with a fused kernel: no conversion buffers, whole rows */
     if (c->kind == PYTPP_EW_KIND_UNARY && cdt == PYTPP_EW_F32 && c->in[0].dtype == PYTPP_EW_BF16 &&
         c->out.dtype == PYTPP_EW_BF16 && !(bc & 1) && kt->unary_bf16[c->op]) {
@@ -138,7 +126,7 @@ static int run_softmax(const pytpp_ew_kernels *kt, const pytpp_ew_call *c, int64
 {
     const int cdt = kt->dtype;
     const int conv = c->in[0].dtype != cdt || c->out.dtype != cdt;
-    stream = stream && !conv && kt->softmax_rows_nt && c->n * ESZ[cdt] >= STREAM_MIN_ROW;
+    stream = stream && !conv && kt->softmax_rows_nt && c->n * ESZ[cdt] >= PYTPP_EW_STREAM_MIN_ROW;
     char *buf = NULL;
     if (conv || stream) {
         buf = (char *)malloc(PYTPP_EW_SOFTMAX_BUF_BYTES(c->n, ESZ[cdt]));
@@ -187,9 +175,9 @@ int pytpp_ew_run(const pytpp_ew_kernels *kt, const pytpp_ew_call *call, int nthr
     }
     const int64_t total = c.m * c.n;
     const int stream = (c.kind == PYTPP_EW_KIND_UNARY || c.kind == PYTPP_EW_KIND_SOFTMAX) &&
-                       total * ESZ[c.out.dtype] >= STREAM_MIN_BYTES;
+                       total * ESZ[c.out.dtype] >= PYTPP_EW_STREAM_MIN_BYTES;
     int nt = nthreads < 1 ? 1 : nthreads;
-    if (total < PAR_MIN_ELEMS) nt = 1;
+    if (total < PYTPP_EW_PAR_MIN_ELEMS) nt = 1;
     int err = 0;
 
     if (c.kind == PYTPP_EW_KIND_SOFTMAX) {
@@ -203,7 +191,7 @@ int pytpp_ew_run(const pytpp_ew_kernels *kt, const pytpp_ew_call *call, int nthr
             t = omp_get_thread_num();
             T = omp_get_num_threads();
 #endif
-            split(c.m, T, t, &r0, &len);
+            pytpp_split(c.m, T, t, &r0, &len);
             err |= run_softmax(kt, &c, r0, r0 + len, stream);
         }
         return err ? -1 : 0;
@@ -228,13 +216,13 @@ int pytpp_ew_run(const pytpp_ew_kernels *kt, const pytpp_ew_call *call, int nthr
             err |= 1;
         } else if (c.m >= T) {
             int64_t r0, len;
-            split(c.m, T, t, &r0, &len);
+            pytpp_split(c.m, T, t, &r0, &len);
             run_block(kt, &c, r0, r0 + len, 0, c.n, stream, s);
         } else {
             /* few long rows: split columns in multiples of 64 (whole bitmask words, chunks) */
             const int64_t units = (c.n + 63) / 64;
             int64_t u0, ul;
-            split(units, T, t, &u0, &ul);
+            pytpp_split(units, T, t, &u0, &ul);
             const int64_t j0 = u0 * 64, j1 = imin((u0 + ul) * 64, c.n);
             if (j0 < j1) run_block(kt, &c, 0, c.m, j0, j1, stream, s);
         }
@@ -250,7 +238,7 @@ int pytpp_ew_reduce(const pytpp_ew_kernels *kt, int64_t m, int64_t n, const void
     const int cdt = kt->dtype;
     const int64_t cesz = ESZ[cdt], xesz = ESZ[x_dt];
     if (axis == 1) {   /* one value per row */
-        int nt = (m * n < PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
+        int nt = (m * n < PYTPP_EW_PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
         if (nt > m) nt = (int)(m > 0 ? m : 1);
         int err = 0;
 #pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
@@ -261,7 +249,7 @@ int pytpp_ew_reduce(const pytpp_ew_kernels *kt, int64_t m, int64_t n, const void
             T = omp_get_num_threads();
 #endif
             int64_t r0, len;
-            split(m, T, t, &r0, &len);
+            pytpp_split(m, T, t, &r0, &len);
             char *buf = x_dt != cdt ? (char *)malloc((size_t)(n * cesz + 64)) : NULL;
             double one[1];
             if (x_dt != cdt && !buf) err |= 1;
@@ -278,7 +266,7 @@ int pytpp_ew_reduce(const pytpp_ew_kernels *kt, int64_t m, int64_t n, const void
         return err ? -1 : 0;
     }
     /* axis 0: acc[j] over rows; threads split the columns */
-    int nt = (m * n < PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
+    int nt = (m * n < PYTPP_EW_PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
     const int64_t units = (n + 63) / 64;
     if (nt > units) nt = (int)(units > 0 ? units : 1);
     int err = 0;
@@ -290,7 +278,7 @@ int pytpp_ew_reduce(const pytpp_ew_kernels *kt, int64_t m, int64_t n, const void
         T = omp_get_num_threads();
 #endif
         int64_t u0, ul;
-        split(units, T, t, &u0, &ul);
+        pytpp_split(units, T, t, &u0, &ul);
         const int64_t j0 = u0 * 64, j1 = imin((u0 + ul) * 64, n);
         for (int64_t b0 = j0; b0 < j1; b0 += CH) {
             const int64_t len = imin(CH, j1 - b0);
@@ -321,8 +309,6 @@ int pytpp_ew_reduce(const pytpp_ew_kernels *kt, int64_t m, int64_t n, const void
 
 /* ------------------------------------------------------------------------------------------ */
 /* Transpose: blocks of TBI x TBJ, each through the ISA kernel; threads over blocks. */
-/* outputs at least this large are written with streaming stores */
-#define NT_MIN_BYTES ((int64_t)8 << 20)
 
 static void transpose_scalar(int esz, int64_t m, int64_t n, const char *x, int64_t ldx, char *y,
                              int64_t ldy)
@@ -354,7 +340,7 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
      * shifted by a0 rows of x so that output tile rows start on 64-byte lines; rows [0, a0) run
      * first through the plain kernel. */
     int64_t a0 = 0, TBI = 64, TBJ = 64;   /* in-cache: 64 x 64 blocks (x and y blocks in L1/L2) */
-    if (fn_nt && m * n * esz >= NT_MIN_BYTES) {
+    if (fn_nt && m * n * esz >= PYTPP_EW_TRANSPOSE_STREAM_MIN_BYTES) {
         const uintptr_t off = (uintptr_t)y % 64;
         if (off % (uintptr_t)esz == 0) {
             a0 = (int64_t)((64 - off) % 64) / esz;
@@ -373,7 +359,7 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
     if (mr <= 0) return 0;
     const int64_t tiles_i = (mr + TBI - 1) / TBI, tiles_j = (n + TBJ - 1) / TBJ;
     const int64_t ntiles = tiles_i * tiles_j;
-    int nt = (m * n < PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
+    int nt = (m * n < PYTPP_EW_PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
     if (nt > ntiles) nt = (int)ntiles;
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
     for (int64_t t = 0; t < ntiles; ++t) {
@@ -432,7 +418,7 @@ void pytpp_ew_vnni_transpose(int esz, int alpha, int64_t k, int64_t n, const voi
 void pytpp_ew_gather_rows(int esz, int64_t count, int64_t n, const void *x, int64_t ldx,
                           const int64_t *idx, void *y, int64_t ldy, int nthreads)
 {
-    int nt = (count * n < PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
+    int nt = (count * n < PYTPP_EW_PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
     for (int64_t i = 0; i < count; ++i)
         memcpy((char *)y + i * ldy * esz, (const char *)x + idx[i] * ldx * esz, (size_t)(n * esz));

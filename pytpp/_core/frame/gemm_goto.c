@@ -18,13 +18,12 @@
 #include <string.h>
 #include "pytpp/gemm_goto.h"
 #include "pytpp/partition.h"
+#include "pytpp/tuning.h"
 #include "pytpp/fpmode.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-/* Below this many flops a parallel region costs more than it saves (measured: see docs/matmul.md). */
-#define MM_PAR_MIN_FLOPS (3 << 20)
 
 typedef struct eng {
     const pytpp_pk_kernels *kp;
@@ -48,9 +47,9 @@ static inline int64_t rup(int64_t a, int64_t b) { return cdiv(a, b) * b; }
 void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci, int dtype,
                             pytpp_mm_blocking *bk)
 {
-    const int64_t l1 = ci && ci->l1 > 0 ? ci->l1 : 32 * 1024;
-    const int64_t l2 = ci && ci->l2 > 0 ? ci->l2 : 512 * 1024;
-    const int64_t l3 = ci && ci->l3 > 0 ? ci->l3 : 8 * 1024 * 1024;
+    const int64_t l1 = ci && ci->l1 > 0 ? ci->l1 : PYTPP_DEFAULT_L1;
+    const int64_t l2 = ci && ci->l2 > 0 ? ci->l2 : PYTPP_DEFAULT_L2;
+    const int64_t l3 = ci && ci->l3 > 0 ? ci->l3 : PYTPP_DEFAULT_L3;
     const int64_t esz = ks->kp->bf16_widened ? 4 : (int64_t)dtype_size(dtype);
     bk->vl = ks->kp->vl;
     bk->mr = ks->kp->mr_main;
@@ -546,7 +545,7 @@ static int run_nopack(const eng *e, const pytpp_mm_desc *d, const char *a, const
                                .alpha = 1.0, .beta = 0.0};
     const pytpp_batch bt = {.mode = PYTPP_BATCH_STRIDE, .count = 1};
     const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
-    return pytpp_brgemm(e->kt, NULL, &g, a, b, c, &bt, flops < MM_PAR_MIN_FLOPS ? 1 : nthreads);
+    return pytpp_brgemm(e->kt, NULL, &g, a, b, c, &bt, flops < PYTPP_MATMUL_PAR_MIN_FLOPS ? 1 : nthreads);
 }
 
 static void zero_c(const eng *e, const pytpp_mm_desc *d, char *c)
@@ -587,7 +586,7 @@ static void goto_plan(const eng *e, const pytpp_mm_desc *d, int prepacked, int n
 {
     const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
     *tm = *tn = 1;
-    if (nthreads > 1 && flops >= MM_PAR_MIN_FLOPS) choose_grid(e, d->m, d->n, d->k, nthreads, tm, tn);
+    if (nthreads > 1 && flops >= PYTPP_MATMUL_PAR_MIN_FLOPS) choose_grid(e, d->m, d->n, d->k, nthreads, tm, tn);
     const int64_t pm = cdiv(d->m, e->mr), pn = cdiv(d->n, e->nr);
     size_t abytes, bbytes;
     buffer_sizes(e, d, cdiv(pm, *tm) * e->mr, cdiv(pn, *tn) * e->nr, prepacked, &abytes, &bbytes);
@@ -705,7 +704,7 @@ int pytpp_matmul_batch(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci,
     const int64_t ea = (int64_t)e.in_esz, ec = (int64_t)e.cesz;
     const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
     /* each product big enough for all threads: one after another */
-    if (nthreads <= 1 || flops >= 4.0 * MM_PAR_MIN_FLOPS || count == 1) {
+    if (nthreads <= 1 || flops >= 4.0 * PYTPP_MATMUL_PAR_MIN_FLOPS || count == 1) {
         int err = 0;
         for (int64_t l = 0; l < count && !err; ++l)
             err = matmul_one(&e, d, (const char *)a + off_a[l] * ea, (const char *)b + off_b[l] * ea,
@@ -713,7 +712,7 @@ int pytpp_matmul_batch(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci,
         return err;
     }
     /* small products: parallel over the stack, each on one thread */
-    const int nt = flops * (double)count >= MM_PAR_MIN_FLOPS ? nthreads : 1;
+    const int nt = flops * (double)count >= PYTPP_MATMUL_PAR_MIN_FLOPS ? nthreads : 1;
     int err = 0;
     #pragma omp parallel for num_threads(nt) schedule(static) reduction(| : err) if (nt > 1)
     for (int64_t l = 0; l < count; ++l)

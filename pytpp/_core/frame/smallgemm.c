@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pytpp/smallgemm.h"
+#include "pytpp/partition.h"
+#include "pytpp/tuning.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-/* Below this many flops a parallel region costs more than it saves. */
-#define SMM_PAR_MIN_FLOPS (1 << 18)
 /* Pointers per reduction chunk of a DBCSR group (on the stack). */
 #define SMM_GROUP_CHUNK 256
 /* Products of at least this many bytes (A, B and C) run the prefetching stack kernels. */
@@ -23,14 +23,6 @@
 #define SMM_PF_AHEAD_MIN_PRODUCT 1024
 /* Scratch up to this size lives on the stack of pytpp_smm_run1. */
 #define SMM_STACK_SCRATCH 16384
-
-/* Start and length of part `i` when `total` is split into `parts` near-equal parts. */
-static inline void split(int64_t total, int64_t parts, int64_t i, int64_t *start, int64_t *len)
-{
-    const int64_t base = total / parts, extra = total % parts;
-    *start = i * base + (i < extra ? i : extra);
-    *len = base + (i < extra);
-}
 
 static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -109,11 +101,11 @@ static double cost_avx2(const pytpp_smm_kernels *kt, int64_t m, int64_t k, int64
     double cost = n_jb > 1 && !reduction ? 25.0 * (double)n_jb : 0.0;
     for (int64_t jb = 0; jb < n_jb; ++jb) {
         int64_t v0, nv;
-        split(nvec, n_jb, jb, &v0, &nv);
+        pytpp_split(nvec, n_jb, jb, &v0, &nv);
         const int masked = tail == PYTPP_SMM_TAIL_MASK && jb == n_jb - 1;
         for (int64_t ib = 0; ib < n_ib; ++ib) {
             int64_t i0, mr;
-            split(m, n_ib, ib, &i0, &mr);
+            pytpp_split(m, n_ib, ib, &i0, &mr);
             cost += (double)k * (kstep_avx2(kt, mr, nv) + (masked ? 0.5 : 0.0));
             if (!reduction) cost += 0.5 * (double)(mr * nv) + 5.0 + (masked ? 6.0 * (double)mr : 0.0);
         }
@@ -149,7 +141,7 @@ static int best_blocking(const pytpp_smm_kernels *kt, int64_t m, int64_t n, int6
         if (n_jb > 1 && cdiv(nvec, n_jb - 1) == widest) continue;  /* same widest, more calls */
         const int tail = tail_kind(kt, n, nvec, n_jb, beta);
         int64_t v0, last_nv;
-        split(nvec, n_jb, n_jb - 1, &v0, &last_nv);
+        pytpp_split(nvec, n_jb, n_jb - 1, &v0, &last_nv);
         /* tables instantiate masked tails only where tail_kind can ask for them */
         if (!kt->stack[last_nv - 1][0][tail][0]) continue;
         /* fewest row blocks, or up to two more of fewer rows (sometimes faster) */
@@ -175,7 +167,7 @@ static int tail_kind(const pytpp_smm_kernels *kt, int64_t n, int64_t nvec, int64
     if (n % kt->vl == 0) return PYTPP_SMM_TAIL_NONE;
     if (!kt->shift_tails || n < kt->vl) return PYTPP_SMM_TAIL_MASK;
     int64_t v0, last_nv = nvec;
-    if (n_jb > 1) split(nvec, n_jb, n_jb - 1, &v0, &last_nv);
+    if (n_jb > 1) pytpp_split(nvec, n_jb, n_jb - 1, &v0, &last_nv);
     return beta == 0.0 || last_nv >= 2 ? PYTPP_SMM_TAIL_SHIFT : PYTPP_SMM_TAIL_MASK;
 }
 
@@ -288,7 +280,7 @@ static void run_blocks(const pytpp_smm_plan *p, int64_t count, const char *a, in
     const int64_t esz = p->esz, vl = kt->vl;
     for (int64_t jb = 0; jb < p->n_jb; ++jb) {
         int64_t v0 = 0, nv = p->nvec;
-        if (p->n_jb > 1) split(p->nvec, p->n_jb, jb, &v0, &nv);
+        if (p->n_jb > 1) pytpp_split(p->nvec, p->n_jb, jb, &v0, &nv);
         const int tail = jb == p->n_jb - 1 ? p->tail : PYTPP_SMM_TAIL_NONE;
         const int64_t j0 = v0 * vl;
         /* A PF_NEXT kernel fetches, in its last row block, what it takes to be the next
@@ -430,7 +422,7 @@ int pytpp_smm_stack(const pytpp_smm_plan *p, int64_t count, const void *a, int64
     const size_t need = pytpp_smm_scratch_bytes(p);
     const double flops = p->flops * (double)count + (double)(p->m * p->n * count);
     if (nthreads > count) nthreads = (int)count;
-    if (nthreads <= 1 || flops < SMM_PAR_MIN_FLOPS) {
+    if (nthreads <= 1 || flops < PYTPP_SMM_PAR_MIN_FLOPS) {
         char *buf = need ? malloc(need) : NULL;
         if (need && !buf) return -1;
         run_range(p, 0, count, a, sa, b, sb, c, sc, buf, pf);
@@ -446,7 +438,7 @@ int pytpp_smm_stack(const pytpp_smm_plan *p, int64_t count, const void *a, int64
         const int64_t tid = 0, nt = 1;
 #endif
         int64_t l0, len;
-        split(count, nt, tid, &l0, &len);
+        pytpp_split(count, nt, tid, &l0, &len);
         char *buf = need ? malloc(need) : NULL;
         if (need && !buf)
             err = 1;
@@ -480,12 +472,12 @@ static void run_groups(const pytpp_smm_plan *p, int64_t g0, int64_t g1, const in
             }
             for (int64_t jb = 0; jb < p->n_jb; ++jb) {
                 int64_t v0, nv;
-                split(p->nvec, p->n_jb, jb, &v0, &nv);
+                pytpp_split(p->nvec, p->n_jb, jb, &v0, &nv);
                 const int tail = jb == p->n_jb - 1 ? p->tail : PYTPP_SMM_TAIL_NONE;
                 const int64_t j0 = v0 * vl;
                 for (int64_t ib = 0; ib < p->n_ib; ++ib) {
                     int64_t i0, mr;
-                    split(p->m, p->n_ib, ib, &i0, &mr);
+                    pytpp_split(p->m, p->n_ib, ib, &i0, &mr);
                     kt->reduce[nv - 1][mr - 1][tail](p->k, nb, ap, i0 * p->rsa, p->rsa, p->csa,
                                                      bp, j0, p->rsb, cg + (i0 * p->rsc + j0) * esz,
                                                      p->rsc, p->alpha, beta,
@@ -530,7 +522,7 @@ int pytpp_smm_indexed(const pytpp_smm_plan *p, const void *a, int64_t blk_a,
     start[0] = 0;
 
     const double flops = p->flops * (double)count;
-    if (nthreads > 1 && flops >= SMM_PAR_MIN_FLOPS) {
+    if (nthreads > 1 && flops >= PYTPP_SMM_PAR_MIN_FLOPS) {
         /* thread t owns the groups that start in its share [count*t/T, count*(t+1)/T) of the
          * sorted products: every C block is written by exactly one thread */
         #pragma omp parallel num_threads(nthreads)

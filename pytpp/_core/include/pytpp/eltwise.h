@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include "pytpp/eltwise_ops.h"
+#include "pytpp/kernel_common.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -85,6 +86,9 @@ typedef void (*pytpp_ew_cvt_fn)(int64_t n, const void *x, void *y);
 
 typedef struct pytpp_ew_kernels {
     const char *name;          /* ISA level, e.g. "avx512" */
+    pytpp_table_info info;
+    const char *unary_symbols[PYTPP_EW_N_UNARY];   /* symbol of the kernel in each slot */
+    const char *binary_symbols[PYTPP_EW_N_BINARY];
     int dtype;                 /* compute dtype, PYTPP_EW_F32 or PYTPP_EW_F64 */
     int vl;
     pytpp_ew_unary_fn unary[PYTPP_EW_N_UNARY];

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include "pytpp/kernel_common.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,6 +35,7 @@ typedef void (*pytpp_ukr_fn)(int64_t k, int64_t nb,
 
 typedef struct pytpp_gemm_kernels {
     const char *name;                 /* e.g. "avx512" */
+    pytpp_table_info info;
     int vl;                           /* elements per vector register */
     int nv_main;                      /* vectors per row of the main register block */
     int mr_max[PYTPP_NV_MAX + 1];     /* largest MR available for nv = 1..NV_MAX */

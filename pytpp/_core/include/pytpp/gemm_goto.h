@@ -42,6 +42,7 @@ typedef void (*pytpp_pk_ukr_fn)(int64_t kd, const void *a, const void *b, void *
 
 typedef struct pytpp_pk_kernels {
     const char *name;              /* e.g. "avx512", "avx512_bf16" (native bf16) */
+    pytpp_table_info info;
     int vl;                        /* C (fp32/fp64) lanes per vector */
     int nv_main, mr_main;          /* main register block: mr_main x nv_main vectors */
     pytpp_pk_ukr_fn ukr[PYTPP_PK_NV_MAX][PYTPP_PK_MR_MAX][2]; /* [nv-1][mr-1][masked] */

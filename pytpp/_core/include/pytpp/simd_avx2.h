@@ -37,6 +37,6 @@ static const int64_t pytpp_avx2_mask64[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
 #endif
 
 /* 16 ymm registers: MR x NV accumulators + NV B vectors + 1 broadcast. */
-#define PYTPP_SHAPES(X) PYTPP_MR_UPTO_8(X, 1) PYTPP_MR_UPTO_6(X, 2) PYTPP_MR_UPTO_4(X, 3)
+#define PYTPP_SHAPES(X) PYTPP_ROWS_8(X, 1) PYTPP_ROWS_6(X, 2) PYTPP_ROWS_4(X, 3)
 #define PYTPP_MR_MAX_BY_NV {0, 8, 6, 4, 0}
 #define PYTPP_NV_MAIN 2

@@ -37,7 +37,7 @@ typedef __mmask8 mask_t;
 
 /* 32 zmm registers: MR x NV accumulators + NV B vectors + 1 broadcast. */
 #define PYTPP_SHAPES(X) \
-    PYTPP_MR_UPTO_12(X, 1) PYTPP_MR_UPTO_12(X, 2) PYTPP_MR_UPTO_8(X, 3) PYTPP_MR_UPTO_6(X, 4)
+    PYTPP_ROWS_12(X, 1) PYTPP_ROWS_12(X, 2) PYTPP_ROWS_8(X, 3) PYTPP_ROWS_6(X, 4)
 #define PYTPP_MR_MAX_BY_NV {0, 12, 12, 8, 6}
 /* Main register block, measured on BRGEMM 16 x 64^3 in L2 (interleaved A/B): fp32 6x4v,
  * fp64 8x3v (+8% over 6x4v; 12x2v in between). */

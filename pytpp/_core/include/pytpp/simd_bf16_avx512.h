@@ -49,6 +49,6 @@ typedef __m512 bvec_t;
 #define B_DOT(acc, ao, ae, bo, be) _mm512_fmadd_ps((ae), (be), _mm512_fmadd_ps((ao), (bo), (acc)))
 #endif
 
-#define BF16_SHAPES(X) PK_ROWS(12)(X, 1) PK_ROWS(12)(X, 2)
+#define BF16_SHAPES(X) PYTPP_ROWS(12)(X, 1) PYTPP_ROWS(12)(X, 2)
 #define BF16_MR_MAIN 12
 #define BF16_NV_MAIN 2

@@ -33,6 +33,6 @@ static inline float bf16_ref_ftz(float x)
 #define B_PREP_A(p, o, e) B_PREP_B(p, o, e)
 #define B_DOT(acc, ao, ae, bo, be) bf16_ref_ftz(fmaf((ae), (be), bf16_ref_ftz(fmaf((ao), (bo), (acc)))))
 
-#define BF16_SHAPES(X) PK_ROWS(4)(X, 1) PK_ROWS(4)(X, 2)
+#define BF16_SHAPES(X) PYTPP_ROWS(4)(X, 1) PYTPP_ROWS(4)(X, 2)
 #define BF16_MR_MAIN 4
 #define BF16_NV_MAIN 2

@@ -21,6 +21,6 @@ typedef int mask_t;
 #define MASK_FIRST(r) (r)
 
 #define PYTPP_SHAPES(X) \
-    PYTPP_MR_UPTO_4(X, 1) PYTPP_MR_UPTO_4(X, 2) PYTPP_MR_UPTO_4(X, 3) PYTPP_MR_UPTO_4(X, 4)
+    PYTPP_ROWS_4(X, 1) PYTPP_ROWS_4(X, 2) PYTPP_ROWS_4(X, 3) PYTPP_ROWS_4(X, 4)
 #define PYTPP_MR_MAX_BY_NV {0, 4, 4, 4, 4}
 #define PYTPP_NV_MAIN 4

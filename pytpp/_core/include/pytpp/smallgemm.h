@@ -58,6 +58,7 @@ typedef pytpp_ukr_fn pytpp_smm_reduce_fn;
 
 typedef struct pytpp_smm_kernels {
     const char *name;                         /* e.g. "avx512" (zmm) or "avx512y" (ymm) */
+    pytpp_table_info info;
     int vl;                                   /* lanes per vector */
     int vbytes;                               /* bytes per vector register */
     int nregs;                                /* vector registers of the ISA */

@@ -1,0 +1,33 @@
+# The one dispatch table (pytpp/_core/include/pytpp/dispatch.h): every kernel family's table per
+# ISA level. The glue modules read kernels only from here, through _runtime's level().
+from libc.stdint cimport uint32_t
+from pytpp._core.cengine cimport pytpp_gemm_kernels, PYTPP_NDTYPES, PYTPP_NISA
+from pytpp._core._matmul cimport pytpp_pk_kernels
+from pytpp._core.csmallgemm cimport pytpp_smm_kernels
+from pytpp._core.celtwise cimport pytpp_ew_kernels
+
+cdef extern from "pytpp/dispatch.h" nogil:
+    enum:
+        PYTPP_BF16_AUTO
+        PYTPP_BF16_NATIVE
+        PYTPP_BF16_NKERNELS
+
+    ctypedef struct pytpp_level_kernels:
+        const char *name
+        const pytpp_gemm_kernels *brgemm[PYTPP_NDTYPES]
+        const pytpp_pk_kernels *packed[PYTPP_NDTYPES]
+        const pytpp_smm_kernels *smm[PYTPP_NDTYPES][2]
+        int smm_flavours
+        const pytpp_ew_kernels *eltwise[PYTPP_NDTYPES]
+        int bf16_default
+
+    ctypedef struct pytpp_bf16_entry:
+        const char *name
+        const pytpp_pk_kernels *kt
+        int isa
+        uint32_t features
+
+    const pytpp_level_kernels pytpp_levels[PYTPP_NISA]
+    const pytpp_bf16_entry pytpp_bf16_kernels[PYTPP_BF16_NKERNELS]
+    const pytpp_pk_kernels *pytpp_bf16_select(int isa, uint32_t features, int which)
+    int pytpp_dispatch_missing(int isa)

@@ -1,0 +1,102 @@
+/* The dispatch table (dispatch.h): constant, one row per ISA level. */
+#include <stddef.h>
+#include "pytpp/dispatch.h"
+
+const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
+    [PYTPP_ISA_REF] = {
+        .name = "ref",
+        .brgemm = {[PYTPP_F64] = &pytpp_gemm_f64_ref, [PYTPP_F32] = &pytpp_gemm_f32_ref},
+        .packed = {[PYTPP_F64] = &pytpp_mm_f64_ref, [PYTPP_F32] = &pytpp_mm_f32_ref},
+        .smm = {[PYTPP_F64] = {&pytpp_smm_f64_ref}, [PYTPP_F32] = {&pytpp_smm_f32_ref}},
+        .smm_flavours = 1,
+        .eltwise = {[PYTPP_F64] = &pytpp_ew_f64_ref, [PYTPP_F32] = &pytpp_ew_f32_ref},
+        .bf16_default = PYTPP_BF16_REF,
+    },
+    [PYTPP_ISA_AVX2] = {
+        .name = "avx2",
+        .brgemm = {[PYTPP_F64] = &pytpp_gemm_f64_avx2, [PYTPP_F32] = &pytpp_gemm_f32_avx2},
+        .packed = {[PYTPP_F64] = &pytpp_mm_f64_avx2, [PYTPP_F32] = &pytpp_mm_f32_avx2},
+        /* ymm kernels, and xmm ones for rows narrower than a ymm vector */
+        .smm = {[PYTPP_F64] = {&pytpp_smm_f64_avx2, &pytpp_smm_f64_avx2x},
+                [PYTPP_F32] = {&pytpp_smm_f32_avx2, &pytpp_smm_f32_avx2x}},
+        .smm_flavours = 2,
+        .eltwise = {[PYTPP_F64] = &pytpp_ew_f64_avx2, [PYTPP_F32] = &pytpp_ew_f32_avx2},
+        /* operands widened to fp32 while packing: vdpbf16ps bits at fp32 FMA speed */
+        .bf16_default = PYTPP_BF16_AVX2_WIDENED,
+    },
+    [PYTPP_ISA_AVX512] = {
+        .name = "avx512",
+        .brgemm = {[PYTPP_F64] = &pytpp_gemm_f64_avx512, [PYTPP_F32] = &pytpp_gemm_f32_avx512},
+        .packed = {[PYTPP_F64] = &pytpp_mm_f64_avx512, [PYTPP_F32] = &pytpp_mm_f32_avx512},
+        /* zmm kernels, and ymm ones (smaller shapes, fewer lanes wasted) */
+        .smm = {[PYTPP_F64] = {&pytpp_smm_f64_avx512, &pytpp_smm_f64_avx512y},
+                [PYTPP_F32] = {&pytpp_smm_f32_avx512, &pytpp_smm_f32_avx512y}},
+        .smm_flavours = 2,
+        .eltwise = {[PYTPP_F64] = &pytpp_ew_f64_avx512, [PYTPP_F32] = &pytpp_ew_f32_avx512},
+        .bf16_default = PYTPP_BF16_AVX512,
+    },
+};
+
+const pytpp_bf16_entry pytpp_bf16_kernels[PYTPP_BF16_NKERNELS] = {
+    [PYTPP_BF16_AUTO] = {"auto", NULL, PYTPP_ISA_REF, 0},
+    [PYTPP_BF16_REF] = {"ref", &pytpp_mm_bf16_ref, PYTPP_ISA_REF, 0},
+    [PYTPP_BF16_AVX2] = {"avx2", &pytpp_mm_bf16_avx2, PYTPP_ISA_AVX2, 0},
+    [PYTPP_BF16_AVX512] = {"avx512", &pytpp_mm_bf16_avx512, PYTPP_ISA_AVX512, 0},
+    [PYTPP_BF16_NATIVE] = {"avx512_bf16", &pytpp_mm_bf16_avx512_bf16, PYTPP_ISA_AVX512,
+                           PYTPP_FEAT_AVX512_BF16},
+    [PYTPP_BF16_AVX2_WIDENED] = {"avx2_widened", &pytpp_mm_f32_bf16w_avx2, PYTPP_ISA_AVX2, 0},
+};
+
+const pytpp_pk_kernels *pytpp_bf16_select(int isa, uint32_t features, int which)
+{
+    if (isa < 0 || isa >= PYTPP_NISA || which < 0 || which >= PYTPP_BF16_NKERNELS) return NULL;
+    if (which == PYTPP_BF16_AUTO) {
+        const pytpp_bf16_entry *native = &pytpp_bf16_kernels[PYTPP_BF16_NATIVE];
+        which = isa >= native->isa && (features & native->features) == native->features
+                    ? PYTPP_BF16_NATIVE : pytpp_levels[isa].bf16_default;
+    }
+    const pytpp_bf16_entry *e = &pytpp_bf16_kernels[which];
+    if (e->isa > isa || (features & e->features) != e->features) return NULL;
+    return e->kt;
+}
+
+/* Required kernel slots of level `isa` that are empty (0 for a sound table): every register
+ * block a table declares (mr_max per vector count, or up to its main block) in every variant
+ * the drivers call, and every element-wise op. For the consistency tests. */
+int pytpp_dispatch_missing(int isa)
+{
+    if (isa < 0 || isa >= PYTPP_NISA) return -1;
+    const pytpp_level_kernels *lv = &pytpp_levels[isa];
+    int missing = 0;
+    for (int dt = 0; dt < PYTPP_NDTYPES; ++dt) {
+        const pytpp_gemm_kernels *g = lv->brgemm[dt];
+        missing += !g || !lv->packed[dt] || !lv->eltwise[dt];
+        if (!g || !lv->packed[dt] || !lv->eltwise[dt]) continue;
+        for (int nv = 1; nv <= PYTPP_NV_MAX; ++nv)
+            for (int mr = 1; mr <= g->mr_max[nv]; ++mr)
+                for (int t = 0; t < 2; ++t)
+                    missing += !g->ukr[nv - 1][mr - 1][t] + !g->ukr_pf[nv - 1][mr - 1][t];
+        const pytpp_pk_kernels *p = lv->packed[dt];
+        for (int nv = 1; nv <= p->nv_main; ++nv)
+            for (int mr = 1; mr <= p->mr_main; ++mr)
+                missing += !p->ukr[nv - 1][mr - 1][0] + !p->ukr[nv - 1][mr - 1][1];
+        for (int f = 0; f < lv->smm_flavours; ++f) {
+            const pytpp_smm_kernels *s = lv->smm[dt][f];
+            missing += !s;
+            if (!s) continue;
+            for (int nv = 1; nv <= PYTPP_SMM_NV_MAX; ++nv)
+                for (int mr = 1; mr <= s->mr_max[nv]; ++mr)
+                    missing += !s->stack[nv - 1][mr - 1][PYTPP_SMM_TAIL_NONE][0] +
+                               !s->stack[nv - 1][mr - 1][PYTPP_SMM_TAIL_NONE][1] +
+                               !s->reduce[nv - 1][mr - 1][PYTPP_SMM_TAIL_NONE];
+        }
+        const pytpp_ew_kernels *e = lv->eltwise[dt];
+        for (int op = 0; op < PYTPP_EW_N_UNARY; ++op) missing += !e->unary[op];
+        for (int op = 0; op < PYTPP_EW_N_BINARY; ++op) missing += !e->binary[op];
+        for (int op = 0; op < PYTPP_EW_N_TERNARY; ++op) missing += !e->ternary[op];
+        missing += !e->cmp + !e->blend + !e->dropout + !e->dropout_inv + !e->rand + !e->softmax +
+                   !e->reduce_row + !e->reduce_acc + !e->transpose;
+    }
+    for (int k = 1; k < PYTPP_BF16_NKERNELS; ++k) missing += !pytpp_bf16_kernels[k].kt;
+    return missing;
+}

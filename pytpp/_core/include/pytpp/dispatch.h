@@ -1,0 +1,53 @@
+/* The one dispatch table: every kernel family's table per ISA level. It is constant data (no
+ * run-time filling, nothing to race on); a call picks a row by the active level
+ * (pytpp._core._runtime: the CPU's best level, capped by PYTPP_ISA or pytpp.use_isa), and a row
+ * only ever names kernels of its own level, which the cpuid check admitted.
+ *
+ * To find the kernel of an op: the row's table for the family and dtype, then the table's
+ * `info` (its symbol, the template it comes from, every kernel symbol it holds); `python -m
+ * pytpp info --kernels` prints what this machine runs and docs/kernels.md lists them all. */
+#ifndef PYTPP_DISPATCH_H
+#define PYTPP_DISPATCH_H
+#include <stdint.h>
+#include "pytpp/cpu.h"
+#include "pytpp/gemm.h"
+#include "pytpp/gemm_goto.h"
+#include "pytpp/smallgemm.h"
+#include "pytpp/eltwise.h"
+
+/* bf16 GEMM kernels: the level's default (AUTO) or one named for tests and tuning. */
+enum pytpp_bf16_kernel {
+    PYTPP_BF16_AUTO = 0, PYTPP_BF16_REF, PYTPP_BF16_AVX2, PYTPP_BF16_AVX512, PYTPP_BF16_NATIVE,
+    PYTPP_BF16_AVX2_WIDENED, PYTPP_BF16_NKERNELS
+};
+
+typedef struct pytpp_level_kernels {
+    const char *name;                                   /* "ref", "avx2", "avx512" */
+    const pytpp_gemm_kernels *brgemm[PYTPP_NDTYPES];    /* [enum pytpp_dtype]: gemm_ukr.inc */
+    const pytpp_pk_kernels *packed[PYTPP_NDTYPES];      /* Goto GEMM panels: gemm_packed.inc */
+    const pytpp_smm_kernels *smm[PYTPP_NDTYPES][2];     /* small GEMM: gemm_small.inc, the
+                                                         * widest vectors first, then narrower */
+    int smm_flavours;
+    const pytpp_ew_kernels *eltwise[PYTPP_NDTYPES];     /* element-wise: eltwise_ukr.inc */
+    int bf16_default;                                   /* AUTO without AVX512_BF16 */
+} pytpp_level_kernels;
+
+extern const pytpp_level_kernels pytpp_levels[PYTPP_NISA];
+
+typedef struct pytpp_bf16_entry {
+    const char *name;              /* "ref", "avx2", "avx512", "avx512_bf16", "avx2_widened" */
+    const pytpp_pk_kernels *kt;
+    int isa;                       /* lowest level that runs it */
+    uint32_t features;             /* feature bits it needs beyond the level's */
+} pytpp_bf16_entry;
+
+extern const pytpp_bf16_entry pytpp_bf16_kernels[PYTPP_BF16_NKERNELS];
+
+/* The bf16 kernel a call at level `isa` runs on a CPU with `features`: `which`, or for AUTO the
+ * best that level has (native vdpbf16ps where present). NULL when `which` cannot run there. */
+const pytpp_pk_kernels *pytpp_bf16_select(int isa, uint32_t features, int which);
+
+/* Required kernel slots of level `isa` left empty (0 for a sound table; -1: no such level). */
+int pytpp_dispatch_missing(int isa);
+
+#endif

@@ -1,0 +1,40 @@
+/* The engine's tuning constants in one place: cache sizes assumed when the OS reports none, and
+ * the sizes below which work stays on one thread (a parallel region, about 2-5 us on these
+ * machines, costs more than it saves) or takes another path. Each says what set it. */
+#ifndef PYTPP_TUNING_H
+#define PYTPP_TUNING_H
+#include <stdint.h>
+
+/* Cache sizes when sysfs says nothing (pytpp._config reads these too): Zen 3/Zen 4 L1d, a
+ * 512 KiB L2 (the smaller of the two; blocking for a larger L2 than the real one costs more
+ * than the reverse), 32 MiB L3. */
+#define PYTPP_DEFAULT_L1 ((int64_t)32 << 10)
+#define PYTPP_DEFAULT_L2 ((int64_t)512 << 10)
+#define PYTPP_DEFAULT_L3 ((int64_t)32 << 20)
+
+/* One thread below these (flops = 2 m n k per product, summed over the call): */
+/* BRGEMM tiles (frame/brgemm.c): a 1 MFLOP reduction runs ~10-20 us on one core. */
+#define PYTPP_BRGEMM_PAR_MIN_FLOPS ((double)(1 << 20))
+/* Goto GEMM (frame/gemm_goto.c): 3 MFLOP, where 2 threads first beat 1 in paired runs of
+ * square f32/f64 products on Zen 4 and Zen 3 (docs/matmul.md). */
+#define PYTPP_MATMUL_PAR_MIN_FLOPS ((double)(3 << 20))
+/* Small-GEMM stacks (frame/smallgemm.c): 256 kflop, the stack size where 2 threads first beat 1
+ * for 5^3 and 8^3 f64 products. */
+#define PYTPP_SMM_PAR_MIN_FLOPS ((double)(1 << 18))
+/* Small-GEMM handles (pytpp.tpp.gemm, _smallgemm.pyx): products under 64 kflop (up to 31^3)
+ * keep the GIL: they end before another thread could take it, and releasing and re-acquiring
+ * would double the ~0.2 us call. */
+#define PYTPP_HANDLE_NOGIL_FLOPS 65536.0
+/* Element-wise calls (frame/eltwise.c): 32 Ki elements (128 KiB of float32), ~5-10 us of the
+ * cheapest ops. */
+#define PYTPP_EW_PAR_MIN_ELEMS ((int64_t)1 << 15)
+
+/* Element-wise outputs of at least this many bytes (with their inputs: a 32 MiB L3 and more)
+ * are written by streaming stores, in rows of at least PYTPP_EW_STREAM_MIN_ROW bytes; smaller
+ * ones stay in cache for whatever reads them next. Transposes stream from 8 MiB (their reads
+ * and writes do not share lines). */
+#define PYTPP_EW_STREAM_MIN_BYTES ((int64_t)16 << 20)
+#define PYTPP_EW_STREAM_MIN_ROW 2048
+#define PYTPP_EW_TRANSPOSE_STREAM_MIN_BYTES ((int64_t)8 << 20)
+
+#endif
