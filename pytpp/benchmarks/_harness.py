@@ -7,7 +7,6 @@ peak measured at the start of the run (`python -m pytpp info` loops).
 import statistics
 import time
 
-import numpy as np
 
 import pytpp
 from pytpp import _info

@@ -120,7 +120,7 @@ def _transpose(h, threads, n):
 
 def run(h):
     h.header("Element-wise TPPs: GB/s (read + write) and % of measured copy bandwidth")
-    # The sizes, also with --quick (which only takes fewer repetitions): 16M elements
+    # The reference sizes, also with --quick (which only takes fewer repetitions): 16M elements
     # (64 MiB in + 64 MiB out for float32) and 4096^2 are well beyond L3; smaller arrays partly
     # stay in cache and would be compared with a memory-bandwidth probe they do not hit.
     n = 16 << 20

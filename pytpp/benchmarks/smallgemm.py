@@ -4,7 +4,7 @@ Stacks of 20000 products, beta = 0, output buffers reused; then DBCSR-style inde
 (pytpp.linalg.matmul_stack vs a numpy loop over c blocks) and the call cost of one 2x2 product
 through a kernel handle (vs np.dot and np.matmul). Rates are GFLOP/s and % of the measured FMA
 peak; the summary line per case gives ns per matrix, the ratio to the LIBXSMM rate measured on
-the reference machine (issue 4) where one is listed, and the memory roofline: a stack reads A
+the Zen 4 reference machine (AVX-512) where one is listed, and the memory roofline: a stack reads A
 and B and writes C once, the traffic of np.add(x, y, out=z), whose bandwidth on arrays far larger
 than the caches is measured in the same run. It is an estimate: stacks that fit the last-level
 cache beat it by far (they stay in L2/L3 between repetitions), those just beyond it by up to a

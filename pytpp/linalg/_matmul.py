@@ -1,51 +1,18 @@
 """pytpp.matmul: np.matmul semantics on a Goto/BLIS packed GEMM, float64/float32/bfloat16."""
-import ml_dtypes
 import numpy as np
 
 from pytpp import _validate
 from pytpp._core import _matmul as _cm
 from pytpp._core import _runtime
+from pytpp.linalg import _operands as ops
 from pytpp.linalg import _smallgemm
+from pytpp.linalg._operands import BFLOAT16, F32 as _F32, F64 as _F64
 
 _FN = "pytpp.matmul"
-
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-_cm.set_bf16_typenum(BFLOAT16.num)
-
-_F64, _F32, _F16 = np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16)
-SUPPORTED = (_F64, _F32, BFLOAT16)
-RESULT_TYPES = SUPPORTED + (_F16,)
-_NAMES = "float64, float32, bfloat16 or float16"
-
-# Tests may force one bf16 kernel ("ref", "avx2", "avx512" emulation, "avx512_bf16" native).
-_bf16_kernel = 0
 
 # Stacks of matrices at most this big per side go to the small-GEMM stack kernels, which beat
 # the Goto batch up to here (fp64 40^3: 34 vs 22 GFLOP/s).
 _SMALL_STACK_MAX = 64
-
-
-def _as_operand(x, name, fn=_FN):
-    if not (isinstance(x, np.ndarray) or hasattr(x, "__array__")
-            or isinstance(x, (list, tuple, int, float))):
-        raise TypeError(f"{fn}: {name} must be array_like, got {type(x).__name__}")
-    arr = _validate.contraction_operand(x, name, fn)
-    if arr.ndim == 0:
-        raise ValueError(f"{fn}: {name} is a scalar (0-d); matmul needs at least 1 dimension "
-                         f"(use * for scalars)")
-    return arr
-
-
-def _result_dtype_arg(dtype):
-    if dtype is None:
-        return None
-    try:
-        dtype = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{_FN}: dtype={dtype!r} is not a dtype; expected {_NAMES}") from None
-    if dtype not in RESULT_TYPES:
-        raise TypeError(f"{_FN}: dtype={dtype} is not supported; expected {_NAMES}")
-    return dtype
 
 
 def _resolve_dtypes(a, b, dtype, out):
@@ -54,7 +21,7 @@ def _resolve_dtypes(a, b, dtype, out):
     bfloat16 x bfloat16 runs the bf16 kernel (float32 accumulation) unless float64 is asked for;
     anything else computes in float64 or float32 (bfloat16 and float16 widen exactly to float32)
     and the result follows numpy's promotion (float16 x float16 gives float16)."""
-    dtype = _result_dtype_arg(dtype)
+    dtype = ops.result_dtype_arg(dtype)
     both_bf16 = a.dtype == BFLOAT16 and b.dtype == BFLOAT16
     if both_bf16 and (dtype is None or dtype != _F64):  # (np.dtype == None is float64!)
         code, operand, default = _cm.DT_BF16, BFLOAT16, _F32
@@ -66,33 +33,6 @@ def _resolve_dtypes(a, b, dtype, out):
         operand = _F64 if need == _F64 else _F32
         code = _cm.DT_F64 if operand == _F64 else _cm.DT_F32
     return code, operand, default if dtype is None else dtype
-
-
-def _element_strides_ok(x):
-    return all(s % x.itemsize == 0 for s in x.strides)
-
-
-def _prepare(x, dt):
-    """Cast to the kernel operand dtype; copy only views whose strides are not whole elements."""
-    if x.dtype != dt:
-        return x.astype(dt)
-    if not _element_strides_ok(x):
-        return np.ascontiguousarray(x)
-    return x
-
-
-def _offsets(x, lead):
-    """Element offsets of the core matrices of x broadcast to leading shape `lead` (flattened)."""
-    nlead = len(lead)
-    xb = np.broadcast_to(x, lead + x.shape[-2:]) if x.shape[:-2] != lead else x
-    off = np.zeros(lead, np.int64)
-    for d in range(nlead):
-        step = xb.strides[d] // xb.itemsize
-        if step and lead[d] > 1:
-            shape = [1] * nlead
-            shape[d] = lead[d]
-            off = off + (np.arange(lead[d], dtype=np.int64) * step).reshape(shape)
-    return np.ascontiguousarray(off.reshape(-1)), xb
 
 
 def matmul(a, b, /, out=None, *, dtype=None):
@@ -156,7 +96,7 @@ def matmul(a, b, /, out=None, *, dtype=None):
     >>> pytpp.matmul(x, x.T, dtype=ml_dtypes.bfloat16).dtype
     dtype(bfloat16)
     """
-    if dtype is None and not _bf16_kernel:
+    if dtype is None and not ops.bf16_kernel:
         r = _cm.fast(a, b, out)
         if r is not None:
             return r
@@ -187,27 +127,23 @@ def _result_shape(a, b):
     return a2, b2, lead, m, k, n, shape
 
 
-def _check_out(out, shape, result):
-    _validate.check_out(out, shape, result, _FN)
-
-
 def _matmul_general(a, b, out, dtype):
-    a = _as_operand(a, "a")
-    b = _as_operand(b, "b")
+    a = ops.as_operand(a, "a")
+    b = ops.as_operand(b, "b")
     a2, b2, lead, m, k, n, shape = _result_shape(a, b)
     dt_code, op_dtype, result = _resolve_dtypes(a, b, dtype, out)
     out_given = out is not None
     if out_given:
-        _check_out(out, shape, result)
+        ops.check_out(out, shape, result)
     else:
         out = np.empty(shape, result)
     if out.size == 0:
         return out
     if k == 0:
         out[...] = 0
-        return _scalar_if_0d(out, out_given)
-    a2 = _prepare(a2, op_dtype)
-    b2 = _prepare(b2, op_dtype)
+        return ops.scalar_if_0d(out, out_given)
+    a2 = ops.prepare(a2, op_dtype)
+    b2 = ops.prepare(b2, op_dtype)
     acc_dtype = _F32 if dt_code == _cm.DT_BF16 else op_dtype
     full = lead + (m, n)
     # Where the kernel writes: out itself when it has the accumulation dtype, unit column (or
@@ -217,7 +153,7 @@ def _matmul_general(a, b, out, dtype):
         view = np.expand_dims(view, -1 if b.ndim == 1 else -2)
     if b.ndim == 1:
         view = np.expand_dims(view, -1)
-    direct = (out.dtype == acc_dtype and _element_strides_ok(view)
+    direct = (out.dtype == acc_dtype and _validate.element_strides_ok(view)
               and not np.may_share_memory(view, a2) and not np.may_share_memory(view, b2))
     isa = _runtime.isa_index(_runtime.get_isa())
     if direct and (view.strides[-1] == view.itemsize or n == 1):
@@ -229,32 +165,15 @@ def _matmul_general(a, b, out, dtype):
         tmp = np.empty(full, acc_dtype)
         _compute(a2, b2, tmp, lead, dt_code, isa)
         if out.dtype == BFLOAT16 and tmp.dtype == _F32:
-            _store_bf16(tmp, view)
+            ops.store_bf16(tmp, view)
         else:
             np.copyto(view, tmp, casting="same_kind")
-    return _scalar_if_0d(out, out_given)
-
-
-def _scalar_if_0d(out, out_given):
-    """numpy returns a scalar, not a 0-d array, for vector . vector without out=."""
-    return out if out_given or out.ndim else out[()]
-
-
-def _store_bf16(tmp, dst):
-    t2 = tmp.reshape(-1, tmp.shape[-1])
-    try:
-        d2 = dst.reshape(t2.shape, copy=False)
-    except (ValueError, TypeError):
-        d2 = None
-    if d2 is not None and _element_strides_ok(d2):
-        _cm.f32_to_bf16(t2, d2.view(np.uint16))
-    else:
-        dst[...] = tmp.astype(BFLOAT16)
+    return ops.scalar_if_0d(out, out_given)
 
 
 def _compute(a2, b2, c, lead, dt_code, isa):
     """c[...] = a2 @ b2 with c of shape lead + (m, n), unit column stride, accumulation dtype."""
-    kern = _bf16_kernel
+    kern = ops.bf16_kernel
     if not lead:
         _cm.gemm(a2, b2, c, dt_code, isa, kern)
         return
@@ -270,7 +189,7 @@ def _compute(a2, b2, c, lead, dt_code, isa):
         if c3 is not None:
             _smallgemm._stack_matmul(a3, b3, c3)
             return
-    off_a, ab = _offsets(a2, lead)
-    off_b, bb = _offsets(b2, lead)
-    off_c, _ = _offsets(c, lead)
+    off_a, ab = ops.offsets(a2, lead)
+    off_b, bb = ops.offsets(b2, lead)
+    off_c, _ = ops.offsets(c, lead)
     _cm.gemm_batch(ab, bb, c, off_a, off_b, off_c, dt_code, isa, kern)

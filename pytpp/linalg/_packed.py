@@ -3,7 +3,9 @@ import numpy as np
 
 from pytpp._core import _matmul as _cm
 from pytpp._core import _runtime
+from pytpp import _validate
 from pytpp.linalg import _matmul as _mm
+from pytpp.linalg import _operands as ops
 
 _FN = "pytpp.linalg.PackedMatrix"
 
@@ -56,7 +58,7 @@ class PackedMatrix:
     ndim = 2
 
     def __init__(self, b, *, dtype=None):
-        b = _mm._as_operand(b, "b", _FN)
+        b = ops.as_operand(b, "b", _FN)
         if b.ndim != 2:
             raise ValueError(f"{_FN}: b must be 2-D (k, n), got shape {b.shape}")
         if dtype is None:
@@ -65,20 +67,20 @@ class PackedMatrix:
             dtype = np.dtype(dtype)
         except TypeError:
             raise TypeError(f"{_FN}: dtype={dtype!r} is not a dtype") from None
-        if dtype == _mm._F16:
-            dtype = _mm._F32  # float16 weights multiply in float32
-        if dtype not in _mm.SUPPORTED:
-            raise TypeError(f"{_FN}: dtype={dtype} is not supported; expected {_mm._NAMES}")
+        if dtype == ops.F16:
+            dtype = ops.F32  # float16 weights multiply in float32
+        if dtype not in ops.SUPPORTED:
+            raise TypeError(f"{_FN}: dtype={dtype} is not supported; expected {ops.NAMES}")
         self._code = {np.dtype(np.float64): _cm.DT_F64, np.dtype(np.float32): _cm.DT_F32}.get(
             dtype, _cm.DT_BF16)
         self.dtype = dtype
         self.shape = tuple(b.shape)
-        self._layout = self._pack(_mm._prepare(b, dtype))
+        self._layout = self._pack(ops.prepare(b, dtype))
 
     def _pack(self, src):
         """(isa index, bf16 kernel, blocking, packed data) of `src` for the ISA level active now."""
         isa = _runtime.isa_index(_runtime.get_isa())
-        kernel = _mm._bf16_kernel
+        kernel = ops.bf16_kernel
         blk = _cm.blocking(self._code, isa, kernel)
         k, n = src.shape
         data = np.empty(_cm.packed_size(blk, self._code, k, n), src.dtype)
@@ -91,7 +93,7 @@ class PackedMatrix:
         unpickled) is re-packed once, so a product never runs kernels this CPU or the user's
         ``use_isa`` does not allow."""
         layout = self._layout
-        if layout[:2] != (_runtime.isa_index(_runtime.get_isa()), _mm._bf16_kernel):
+        if layout[:2] != (_runtime.isa_index(_runtime.get_isa()), ops.bf16_kernel):
             layout = self._layout = self._pack(self._unpack(layout))
         return layout
 
@@ -173,7 +175,7 @@ class PackedMatrix:
 
     def _rmatmul(self, a, out, dtype):
         fn = "pytpp.matmul"
-        a = _mm._as_operand(a, "a")
+        a = ops.as_operand(a, "a")
         k, n = self.shape
         if not np.can_cast(a.dtype, self.dtype, "safe"):
             raise TypeError(f"{fn}: a has dtype {a.dtype}, which does not cast safely to the "
@@ -186,27 +188,27 @@ class PackedMatrix:
         lead, m = a2.shape[:-2], a2.shape[-2]
         shape = lead + ((m,) if not a_vec else ()) + (n,)
         acc = np.dtype(np.float32) if self._code == _cm.DT_BF16 else self.dtype
-        result = acc if dtype is None else _mm._result_dtype_arg(dtype)
+        result = acc if dtype is None else ops.result_dtype_arg(dtype)
         out_given = out is not None
         if out_given:
-            _mm._check_out(out, shape, result)
+            ops.check_out(out, shape, result)
         else:
             out = np.empty(shape, result)
         if out.size == 0:
             return out
         view = np.expand_dims(out, -2) if a_vec else out
-        a2 = _mm._prepare(a2, self.dtype)
-        direct = (out.dtype == acc and _mm._element_strides_ok(view)
+        a2 = ops.prepare(a2, self.dtype)
+        direct = (out.dtype == acc and _validate.element_strides_ok(view)
                   and (view.strides[-1] == view.itemsize or n == 1)
                   and not np.may_share_memory(view, a2))
         c = view if direct else np.empty(lead + (m, n), acc)
         self._run(a2, c, lead, m, self._current())
         if not direct:
-            if out.dtype == _mm.BFLOAT16:
-                _mm._store_bf16(c, view)
+            if out.dtype == ops.BFLOAT16:
+                ops.store_bf16(c, view)
             else:
                 np.copyto(view, c, casting="same_kind")
-        return _mm._scalar_if_0d(out, out_given)
+        return ops.scalar_if_0d(out, out_given)
 
     def _run(self, a2, c, lead, m, layout):
         k, n = self.shape
@@ -223,8 +225,8 @@ class PackedMatrix:
             if a_flat is not None:
                 a2, c, lead = a_flat, c_flat, ()
         if lead:
-            off_a, a_base = _mm._offsets(a2, lead)
-            off_c, _ = _mm._offsets(c, lead)
+            off_a, a_base = ops.offsets(a2, lead)
+            off_c, _ = ops.offsets(c, lead)
         else:
             off_a = off_c = np.zeros(1, np.int64)
             a_base = a2
@@ -238,6 +240,17 @@ def _unpickle(b, dtype):
 
 def pack(b, *, dtype=None):
     """Pack a constant right-hand matrix once: ``pytpp.linalg.PackedMatrix(b, dtype=dtype)``.
+
+    Parameters
+    ----------
+    b : array_like, shape (k, n)
+        float64, float32, bfloat16 (float16 packs as float32); any strides.
+    dtype : dtype, optional
+        The dtype to pack for (default: b's).
+
+    Returns
+    -------
+    PackedMatrix
 
     Examples
     --------

@@ -189,13 +189,16 @@ def relu(x, *, out=None):
     Parameters
     ----------
     x : array_like
-        float64, float32 or bfloat16 input of any shape and strides.
+        Input of any shape and strides: float64, float32 or bfloat16 (float16 computes in
+        float32; integers and bools in float64).
     out : ndarray, optional
-        Where to write the result (same shape and dtype as x); may be x itself.
+        Where to write the result: x's shape, any dtype the result casts to (same_kind); it may
+        be x itself or overlap it.
 
     Returns
     -------
     ndarray
+        The result, x's dtype (float64 for integer input), or `out`.
 
     Examples
     --------
@@ -212,6 +215,23 @@ def exp(x, *, approx=False, out=None):
     ``approx=True``: 2^n * 2^y with a degree-4 polynomial (float32 compute; relative error bound
     in docs/eltwise.md). ``approx=False``: within ~1 ulp.
 
+    Parameters
+    ----------
+    x : array_like
+        Input of any shape and strides: float64, float32 or bfloat16 (float16 computes in
+        float32; integers and bools in float64).
+    approx : bool or str
+        False: within ~1 ulp. True (or 'approx'): 2^n * 2^y with a degree-4 polynomial
+        (float32 compute; relative error bound in docs/eltwise.md).
+    out : ndarray, optional
+        Where to write the result: x's shape, any dtype the result casts to (same_kind); it may
+        be x itself or overlap it.
+
+    Returns
+    -------
+    ndarray
+        The result, x's dtype (float64 for integer input), or `out`.
+
     Examples
     --------
     >>> import numpy as np, pytpp
@@ -226,6 +246,23 @@ def tanh(x, *, approx=False, out=None):
 
     ``approx=True`` or ``'pade'``: Pade [7/8] rational function with clamped input;
     ``'minimax'``: 16-interval piecewise polynomial; ``False``: within a few ulp.
+
+    Parameters
+    ----------
+    x : array_like
+        Input of any shape and strides: float64, float32 or bfloat16 (float16 computes in
+        float32; integers and bools in float64).
+    approx : bool or str
+        False: within a few ulp. True or 'pade': Pade [7/8] rational function with clamped
+        input; 'minimax': piecewise minimax polynomial (float32 compute).
+    out : ndarray, optional
+        Where to write the result: x's shape, any dtype the result casts to (same_kind); it may
+        be x itself or overlap it.
+
+    Returns
+    -------
+    ndarray
+        The result, x's dtype (float64 for integer input), or `out`.
 
     Examples
     --------
@@ -242,6 +279,23 @@ def sigmoid(x, *, approx=False, out=None):
     ``approx=True``: from the approximate exp of ``-|x|`` (``1 / (1 + e)`` or ``e / (1 + e)``,
     relative error that of the exp); ``'pade'``: ``(tanh_pade(x/2) + 1) / 2``; ``False``: within
     a few ulp. Bounds in docs/eltwise.md.
+
+    Parameters
+    ----------
+    x : array_like
+        Input of any shape and strides: float64, float32 or bfloat16 (float16 computes in
+        float32; integers and bools in float64).
+    approx : bool or str
+        False: within a few ulp. True (or 'approx'): from the approximate exp of -|x|;
+        'pade': (tanh_pade(x/2) + 1) / 2 (float32 compute; bounds in docs/eltwise.md).
+    out : ndarray, optional
+        Where to write the result: x's shape, any dtype the result casts to (same_kind); it may
+        be x itself or overlap it.
+
+    Returns
+    -------
+    ndarray
+        The result, x's dtype (float64 for integer input), or `out`.
 
     Examples
     --------
@@ -266,6 +320,26 @@ def gelu(x, approximate="none", *, approx=False, out=None):
     ``approx=True`` computes the erf form by a 16-interval minimax polynomial (AVX2: the exact
     formula with a shorter exp) and the tanh form through the Pade tanh (float32 compute; bounds
     in docs/eltwise.md).
+
+    Parameters
+    ----------
+    x : array_like
+        Input of any shape and strides: float64, float32 or bfloat16 (float16 computes in
+        float32; integers and bools in float64).
+    approximate : {'none', 'tanh'}
+        The formula, as torch.nn.functional.gelu names it: the erf form or the tanh form.
+    approx : bool or str
+        How it is computed: False, within a few ulp of the chosen formula; True, the fast
+        approximation of that formula ('minimax' for the erf form, 'pade' for the tanh form;
+        float32 compute).
+    out : ndarray, optional
+        Where to write the result: x's shape, any dtype the result casts to (same_kind); it may
+        be x itself or overlap it.
+
+    Returns
+    -------
+    ndarray
+        The result, x's dtype (float64 for integer input), or `out`.
 
     Examples
     --------
@@ -293,6 +367,21 @@ def _backward(name, code, grad, x, xname, out):
 def relu_backward(grad, x, *, out=None):
     """Gradient of :func:`relu`: ``grad * (x > 0)``.
 
+    Parameters
+    ----------
+    grad : array_like
+        The incoming gradient (dtypes as x in :func:`relu`).
+    x : array_like
+        The forward input, of grad's shape.
+    out : ndarray, optional
+        Where to write the gradient: grad's shape, any dtype the result (numpy's promotion of
+        grad and the second input) casts to; it may overlap the inputs.
+
+    Returns
+    -------
+    ndarray
+        The result, x's dtype (float64 for integer input), or `out`.
+
     Examples
     --------
     >>> import numpy as np, pytpp
@@ -304,6 +393,21 @@ def relu_backward(grad, x, *, out=None):
 
 def tanh_backward(grad, y, *, out=None):
     """Gradient of :func:`tanh` from its output ``y``: ``grad * (1 - y^2)``.
+
+    Parameters
+    ----------
+    grad : array_like
+        The incoming gradient (dtypes as x in :func:`relu`).
+    y : array_like
+        The forward output tanh(x), of grad's shape.
+    out : ndarray, optional
+        Where to write the gradient: grad's shape, any dtype the result (numpy's promotion of
+        grad and the second input) casts to; it may overlap the inputs.
+
+    Returns
+    -------
+    ndarray
+        The result, x's dtype (float64 for integer input), or `out`.
 
     Examples
     --------
@@ -317,6 +421,21 @@ def tanh_backward(grad, y, *, out=None):
 def sigmoid_backward(grad, y, *, out=None):
     """Gradient of :func:`sigmoid` from its output ``y``: ``grad * y * (1 - y)``.
 
+    Parameters
+    ----------
+    grad : array_like
+        The incoming gradient (dtypes as x in :func:`relu`).
+    y : array_like
+        The forward output sigmoid(x), of grad's shape.
+    out : ndarray, optional
+        Where to write the gradient: grad's shape, any dtype the result (numpy's promotion of
+        grad and the second input) casts to; it may overlap the inputs.
+
+    Returns
+    -------
+    ndarray
+        The result, x's dtype (float64 for integer input), or `out`.
+
     Examples
     --------
     >>> import numpy as np, pytpp
@@ -329,6 +448,21 @@ def sigmoid_backward(grad, y, *, out=None):
 def exp_backward(grad, y, *, out=None):
     """Gradient of :func:`exp` from its output ``y``: ``grad * y``.
 
+    Parameters
+    ----------
+    grad : array_like
+        The incoming gradient (dtypes as x in :func:`relu`).
+    y : array_like
+        The forward output exp(x), of grad's shape.
+    out : ndarray, optional
+        Where to write the gradient: grad's shape, any dtype the result (numpy's promotion of
+        grad and the second input) casts to; it may overlap the inputs.
+
+    Returns
+    -------
+    ndarray
+        The result, x's dtype (float64 for integer input), or `out`.
+
     Examples
     --------
     >>> import numpy as np, pytpp
@@ -340,6 +474,22 @@ def exp_backward(grad, y, *, out=None):
 
 def gelu_backward(grad, x, approximate="none", *, out=None):
     """Gradient of :func:`gelu` (exact derivative of the chosen form) at the input ``x``.
+
+    Parameters
+    ----------
+    grad : array_like
+        The incoming gradient (dtypes as x in :func:`relu`).
+    x : array_like
+        The forward input, of grad's shape.
+    approximate : {'none', 'tanh'}
+        The form whose exact derivative is taken.
+    out : ndarray, optional
+        Where to write the gradient (as in :func:`relu_backward`).
+
+    Returns
+    -------
+    ndarray
+        The result, x's dtype (float64 for integer input), or `out`.
 
     Examples
     --------
@@ -473,7 +623,21 @@ def _softmax_axis(x, ax, approx, out):
 def softmax_backward(grad, y, axis=-1, *, out=None, dim=None):
     """Gradient of :func:`softmax` from its output ``y``: ``y * (grad - sum(grad * y, axis))``.
 
-    `axis` (or torch's `dim`) as in :func:`softmax`.
+    Parameters
+    ----------
+    grad, y : array_like
+        The incoming gradient and the forward output, of one shape.
+    axis : int, tuple of ints or None
+        The axes the softmax normalised (as in :func:`softmax`).
+    out : ndarray, optional
+        Where to write the gradient (same_kind casting; may overlap the inputs).
+    dim : int, optional
+        torch's name for `axis`.
+
+    Returns
+    -------
+    ndarray
+        numpy's promotion of grad's and y's dtypes.
 
     Examples
     --------
@@ -549,6 +713,12 @@ def dropout(x, p=0.5, training=True, *, seed=None, return_mask=False, out=None):
         byte, as ``numpy.packbits(keep.ravel(), bitorder="little")``; feed it to
         :func:`dropout_backward`.
     out : ndarray, optional
+        Where to write the result (x's shape, same_kind casting; may overlap x).
+
+    Returns
+    -------
+    ndarray or (ndarray, ndarray)
+        The result, and the keep-mask when `return_mask`.
 
     Examples
     --------
@@ -599,6 +769,21 @@ def dropout(x, p=0.5, training=True, *, seed=None, return_mask=False, out=None):
 
 def dropout_backward(grad, mask, p, *, out=None):
     """Gradient of :func:`dropout`: ``grad / (1 - p)`` where the mask kept the unit, else 0.
+
+    Parameters
+    ----------
+    grad : array_like
+        The incoming gradient, of the forward input's shape.
+    mask : ndarray of uint8
+        The keep-mask ``dropout(..., return_mask=True)`` returned.
+    p : float
+        The drop probability of the forward call.
+    out : ndarray, optional
+        Where to write the gradient (same_kind casting; may overlap grad).
+
+    Returns
+    -------
+    ndarray
 
     Examples
     --------

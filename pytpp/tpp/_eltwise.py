@@ -9,18 +9,16 @@ buffers with the descriptor's leading dimensions (like the BRGEMM handles).
 
 import warnings
 
-import ml_dtypes
 import numpy as np
 
 from pytpp import _validate
 
 from pytpp._core import _eltwise as _ew
 from pytpp._core import _runtime
-from pytpp.tpp import _cache
+from pytpp.tpp import _cache, _transforms
+from pytpp.tpp._handles import (BF16, EltwiseKernel, bcast_code, dtype_of,
+                                lds, resolve_compute)
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
-_DT_CODE = {np.dtype(np.float64): 0, np.dtype(np.float32): 1, BF16: 2}
-_BCAST = {None: 0, "none": 0, "row": 1, "col": 2, "scalar": 3}
 
 # Op codes come from the C op lists (eltwise_ops.h), read by name at import: no code is
 # written here.
@@ -43,170 +41,6 @@ UNARY_OPS = tuple(_UNARY) + tuple(_BACKWARD) + (
     "gather_rows", "scatter_rows", "replicate_col", "unpack")
 BINARY_OPS = tuple(_BINARY) + ("compare", "pack")
 TERNARY_OPS = tuple(_TERNARY) + ("blend",)
-
-def dtype_of(dtype, fn, name="dtype"):
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{fn}: {name} {dtype!r} is not a dtype; expected float64, float32 or "
-                        f"bfloat16") from None
-    if dt not in _DT_CODE:
-        raise TypeError(f"{fn}: {name} is {dt}; expected float64, float32 or bfloat16")
-    return dt
-
-
-def resolve_compute(*dts):
-    """float64 if any operand is float64, else float32 (bfloat16 always computes in float32)."""
-    return np.dtype(np.float64) if any(np.dtype(d) == np.float64 for d in dts) \
-        else np.dtype(np.float32)
-
-
-def _extent(m, n, ld, bcast):
-    if m == 0 or n == 0:
-        return 0
-    return {0: (m - 1) * ld + n, 1: n, 2: (m - 1) * ld + 1, 3: 1}[bcast]
-
-
-# operand checks of the handles (type, dtype, C order, writable, size), in C
-_buffer = _ew.check_buffer
-
-
-class _Kernel:
-    """Common part of the element-wise handles: descriptor, ISA, checks."""
-
-    kind_name = "eltwise"
-
-    def __init__(self, descriptor, isa):
-        self.descriptor = descriptor
-        self._isa = isa
-        self._isa_idx = _runtime.isa_index(isa)
-
-    @property
-    def isa(self):
-        return self._isa
-
-    def __repr__(self):
-        d = ", ".join(f"{k}={v}" for k, v in self.descriptor.items())
-        return f"<pytpp {self.kind_name} kernel {d} isa={self._isa}>"
-
-    def __reduce__(self):
-        # pickled as the dispatching call: re-dispatched on load, for the loader's ISA level
-        return (_cache.rebuild, self._recipe)
-
-
-class EltwiseKernel(_Kernel):
-    """A dispatched unary / binary / ternary TPP. Call it with the input arrays then the output
-    (``k(x, out)``, ``k(x, y, out)``, ``k(x, y, z, out)``); it returns the output."""
-
-    def __init__(self, fn, kind, kind_name, op, m, n, in_dts, in_lds, in_bcast, out_dt, ldo, cdt,
-                 isa, descriptor, bits=None, ldm=0, seed=0, thresh=0, scale=1.0):
-        super().__init__(descriptor, isa)
-        self.kind_name = kind_name
-        self._fn = fn
-        self._kind, self._op, self._m, self._n = kind, op, m, n
-        self._in = tuple(zip(in_dts, in_lds, in_bcast))
-        self._out_dt, self._ldo, self._cdt = out_dt, ldo, cdt
-        # per call: what each operand must hold, and the C codes
-        self._in_checks = tuple((name, dt, _extent(m, n, ld, bc))
-                                for name, dt, ld, bc in zip("xyz", in_dts, in_lds, in_bcast))
-        self._in_codes = tuple((ld, _DT_CODE[dt], bc) for dt, ld, bc in self._in)
-        self._out_need = _extent(m, n, ldo, 0)
-        self._out_code = _DT_CODE[out_dt]
-        self._cdt_code = _DT_CODE[cdt]
-        self._bits_role = bits     # None, "in" or "out"
-        self._ldm = ldm
-        self._seed, self._thresh, self._scale = seed, thresh, scale
-        self._plain_unary = kind == _ew.KIND_UNARY and bits is None
-
-    def _check_inputs(self, arrays):
-        fn = self._fn
-        ins = []
-        for arr, (name, dt, need), codes in zip(arrays, self._in_checks, self._in_codes):
-            _buffer(arr, name, dt, need, fn)
-            ins.append((arr,) + codes)
-        return tuple(ins)
-
-    def _bits(self, arr, writable):
-        need = self._m * self._ldm if self._n else 0
-        return _buffer(arr, "mask", np.dtype(np.uint8), need, self._fn, writable)
-
-    def __call__(self, *args, seed=None, base=0):
-        fn = self._fn
-        if self._plain_unary and len(args) == 2:
-            # the common k(x, out): the general path's Python costs as much as the kernel
-            x, out = args
-            name, dt, need = self._in_checks[0]
-            _buffer(x, name, dt, need, fn)
-            _buffer(out, "out", self._out_dt, self._out_need, fn, True)
-            _ew.run(self._kind, self._op, self._m, self._n, ((x,) + self._in_codes[0],),
-                    (out, self._ldo, self._out_code), self._cdt_code, self._isa_idx)
-            return out
-        nin = len(self._in)
-        nargs = nin + (self._bits_role == "in") + 1
-        if len(args) != nargs:
-            raise TypeError(f"{fn}: the kernel takes {nargs} arrays, got {len(args)}")
-        ins = self._check_inputs(args[:nin])
-        bits = None
-        if self._bits_role == "in":
-            bits = self._bits(args[nin], False)
-        out = args[-1]
-        if self._bits_role == "out" and self._kind == _ew.KIND_CMP:
-            bits = self._bits(out, True)
-            outspec = None
-        else:
-            _buffer(out, "out", self._out_dt, self._out_need, fn, True)
-            outspec = (out, self._ldo, self._out_code)
-        if self._bits_role == "out" and self._kind == _ew.KIND_DROPOUT:
-            raise TypeError(f"{fn}: use call_with_mask(x, out, mask) for dropout")
-        _ew.run(self._kind, self._op, self._m, self._n, ins, outspec, self._cdt_code,
-                self._isa_idx, bits, self._ldm,
-                seed=self._seed if seed is None else seed, base=base, thresh=self._thresh,
-                scale=self._scale)
-        return out
-
-    def call_with_mask(self, x, out, mask, seed=None, base=0):
-        """Dropout: ``out = x * keep / (1 - p)``, keep-bits into `mask` (uint8, ldm bytes/row)."""
-        fn = self._fn
-        ins = self._check_inputs((x,))
-        _buffer(out, "out", self._out_dt, self._out_need, fn, True)
-        bits = self._bits(mask, True) if mask is not None else None
-        _ew.run(self._kind, self._op, self._m, self._n, ins, (out, self._ldo, self._out_code),
-                self._cdt_code, self._isa_idx, bits, self._ldm,
-                seed=self._seed if seed is None else seed, base=base, thresh=self._thresh,
-                scale=self._scale)
-        return out, mask
-
-
-class TransformKernel(_Kernel):
-    """Reductions, transposes, VNNI formatting, row gather/scatter, replicate, unpack."""
-
-    def __init__(self, fn, run, descriptor, isa):
-        super().__init__(descriptor, isa)
-        self.kind_name = descriptor["op"]
-        self._fn = fn
-        self._run = run
-
-    def __call__(self, *args):
-        return self._run(self, *args)
-
-
-def _lds(m, n, given, names, fn, bcasts=()):
-    """Leading dimensions (default n); a dense operand's must cover its n columns."""
-    out = []
-    bcasts = tuple(bcasts) + (0,) * (len(given) - len(bcasts))
-    for ld, name, bc in zip(given, names, bcasts):
-        ld = (1 if bc == 2 else n) if ld is None else _validate.nonneg_int(ld, name, fn)
-        if bc == 0 and ld < n and m > 1:
-            raise ValueError(f"{fn}: {name}={ld} is smaller than the {n} columns it strides over")
-        out.append(ld)
-    return out
-
-
-def _bcast(value, name, fn):
-    if value not in _BCAST:
-        raise ValueError(f"{fn}: {name} must be one of None, 'row', 'col', 'scalar'; got {value!r}")
-    return _BCAST[value]
-
 
 def approx_choices(op):
     """The approx= values op takes: False, and where it has approximations True and their
@@ -294,7 +128,6 @@ def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi
     m, n = _validate.nonneg_int(m, "m", fn), _validate.nonneg_int(n, "n", fn)
     if op in ("transpose", "vnni", "vnni_transpose", "gather_rows", "scatter_rows", "unpack",
               "replicate_col", "reduce"):
-        from pytpp.tpp import _transforms
         return _transforms.make(op, m, n, dtype, out_dtype, compute_dtype, ldi, ldo, axis,
                                 reduce_op, squared, alpha, fn, recipe)
     dt = dtype_of(dtype, fn)
@@ -302,8 +135,8 @@ def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi
     cdt = resolve_compute(dt, odt) if compute_dtype is None else dtype_of(compute_dtype, fn, "compute_dtype")
     if cdt == BF16:
         raise TypeError(f"{fn}: compute_dtype bfloat16 is not supported; expected float32 or float64")
-    bc = _bcast(bcast, "bcast", fn)
-    ldi, ldo = _lds(m, n, (ldi, ldo), ("ldi", "ldo"), fn, (bc,))
+    bc = bcast_code(bcast, "bcast", fn)
+    ldi, ldo = lds(m, n, (ldi, ldo), ("ldi", "ldo"), fn, (bc,))
     isa = _runtime.get_isa()
     code = resolve_unary(op, approx, fn) if op in _UNARY else None
     key = ("unary", op, m, n, dt, odt, cdt, ldi, ldo, bc, code, float(p), int(seed), isa)
@@ -373,7 +206,6 @@ def binary(op, m, n, dtype=np.float32, *, dtype1=None, out_dtype=None, compute_d
         raise ValueError(f"{fn}: unknown op {op!r}; expected one of {BINARY_OPS}")
     m, n = _validate.nonneg_int(m, "m", fn), _validate.nonneg_int(n, "n", fn)
     if op == "pack":
-        from pytpp.tpp import _transforms
         return _transforms.make("pack", m, n, dtype, out_dtype, None, None, None, 1, "sum",
                                 False, 2, fn, recipe)
     dt0 = dtype_of(dtype, fn)
@@ -383,8 +215,8 @@ def binary(op, m, n, dtype=np.float32, *, dtype1=None, out_dtype=None, compute_d
         dtype_of(compute_dtype, fn, "compute_dtype")
     if cdt == BF16:
         raise TypeError(f"{fn}: compute_dtype bfloat16 is not supported; expected float32 or float64")
-    b0, b1 = _bcast(bcast0, "bcast0", fn), _bcast(bcast1, "bcast1", fn)
-    ld0, ld1, ldo = _lds(m, n, (ld0, ld1, ldo), ("ld0", "ld1", "ldo"), fn, (b0, b1))
+    b0, b1 = bcast_code(bcast0, "bcast0", fn), bcast_code(bcast1, "bcast1", fn)
+    ld0, ld1, ldo = lds(m, n, (ld0, ld1, ldo), ("ld0", "ld1", "ldo"), fn, (b0, b1))
     if op == "compare" and cmp not in _CMP:
         raise ValueError(f"{fn}: cmp must be one of {tuple(_CMP)}, got {cmp!r}")
     isa = _runtime.get_isa()
@@ -434,9 +266,9 @@ def ternary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, l
     cdt = resolve_compute(dt, odt) if compute_dtype is None else dtype_of(compute_dtype, fn, "compute_dtype")
     if cdt == BF16:
         raise TypeError(f"{fn}: compute_dtype bfloat16 is not supported; expected float32 or float64")
-    b0, b1, b2 = (_bcast(b, nm, fn) for b, nm in ((bcast0, "bcast0"), (bcast1, "bcast1"),
+    b0, b1, b2 = (bcast_code(b, nm, fn) for b, nm in ((bcast0, "bcast0"), (bcast1, "bcast1"),
                                                   (bcast2, "bcast2")))
-    ld0, ld1, ld2, ldo = _lds(m, n, (ld0, ld1, ld2, ldo), ("ld0", "ld1", "ld2", "ldo"), fn,
+    ld0, ld1, ld2, ldo = lds(m, n, (ld0, ld1, ld2, ldo), ("ld0", "ld1", "ld2", "ldo"), fn,
                               (b0, b1, b2))
     isa = _runtime.get_isa()
     key = ("ternary", op, m, n, dt, odt, cdt, ld0, ld1, ld2, ldo, b0, b1, b2, isa)

@@ -10,7 +10,7 @@ import pytest
 
 import pytpp
 from pytpp._core import _matmul as _cm
-from pytpp.linalg import _matmul as _mm
+from pytpp.linalg import _operands as _ops
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -19,10 +19,10 @@ KERNELS = _cm.bf16_kernels_available()
 
 @pytest.fixture(params=KERNELS)
 def bf16_kernel(request):
-    old = _mm._bf16_kernel
-    _mm._bf16_kernel = _cm.BF16_KERNELS.index(request.param)
+    old = _ops.bf16_kernel
+    _ops.bf16_kernel = _cm.BF16_KERNELS.index(request.param)
     yield request.param
-    _mm._bf16_kernel = old
+    _ops.bf16_kernel = old
 
 
 def rand(rng, shape):
@@ -71,14 +71,14 @@ def test_emulation_bit_equal_to_native(m, n, k, rng):
     a[min(2, m - 1), 0] = np.nan
     b[0, min(3, n - 1)] = np.inf
     results = {}
-    old = _mm._bf16_kernel
+    old = _ops.bf16_kernel
     try:
         for name in KERNELS:
-            _mm._bf16_kernel = _cm.BF16_KERNELS.index(name)
+            _ops.bf16_kernel = _cm.BF16_KERNELS.index(name)
             with np.errstate(all="ignore"):
                 results[name] = pytpp.matmul(a, b).view(np.uint32)
     finally:
-        _mm._bf16_kernel = old
+        _ops.bf16_kernel = old
     first = results[KERNELS[-1]]
     for name, r in results.items():
         nan_first, nan_r = np.isnan(first.view(np.float32)), np.isnan(r.view(np.float32))

@@ -100,7 +100,7 @@ typedef struct pytpp_smm_plan {
 /* Fill `p` for C[m x n] = alpha * A[m x k] B[k x n] + beta * C with the given element strides.
  * `tables` lists the candidate kernel tables of the active ISA (e.g. zmm and ymm flavours);
  * the plan takes the one its cost model prefers (force >= 0 picks tables[force]).
- * flags (an int, for compatibility 0 or 1 as before): PYTPP_SMM_ALLOW_COPIES lets the plan copy
+ * flags (an int of enum pytpp_smm_plan_flags): PYTPP_SMM_ALLOW_COPIES lets the plan copy
  * B per product or go through a scratch C when a layout needs it; without it the plan prefers
  * any layout that needs no copy (one that still has pack_b or scratch_c set means none exists).
  * PYTPP_SMM_REDUCTION plans for DBCSR groups, where each C block is loaded and stored once per
