@@ -51,6 +51,37 @@ cdef inline bint disjoint(cnp.ndarray x, cnp.ndarray y) noexcept:
     return xh <= yl or yh <= xl or xl == xh or yl == yh
 
 
-cdef inline bint overlaps(const char *p, int64_t pbytes, const char *q, int64_t qbytes) noexcept nogil:
+cdef inline bint overlaps(const char *p, int64_t pbytes, const char *q,
+                          int64_t qbytes) noexcept nogil:
     """[p, p + pbytes) and [q, q + qbytes) share a byte."""
     return pbytes > 0 and qbytes > 0 and p < q + qbytes and q < p + pbytes
+
+
+cdef inline char *operand(object arr, str fn, str name, int typenum, int64_t need, bint writable,
+                          int64_t *size) except NULL:
+    """Data pointer of a kernel handle's operand, which must be an ndarray of the kernel's dtype
+    (numpy type number `typenum`) in native byte order, C-contiguous (handles address flat
+    buffers with their leading dimensions), writable when written, holding at least `need`
+    elements; its element count goes to *size unless size is NULL. Errors name fn and name."""
+    if not cnp.PyArray_Check(arr):
+        raise TypeError(f"{fn}: {name} must be a numpy.ndarray, got {type(arr).__name__}")
+    cdef cnp.ndarray x = <cnp.ndarray>arr
+    cdef int flags = cnp.PyArray_FLAGS(x)
+    if cnp.PyArray_TYPE(x) != typenum:
+        raise TypeError(f"{fn}: {name} has dtype {x.dtype}; expected "
+                        f"{<object>cnp.PyArray_DescrFromType(typenum)}")
+    if not cnp.PyArray_ISNOTSWAPPED(x):
+        raise ValueError(f"{fn}: {name} has non-native byte order ({x.dtype.str}); kernel "
+                         f"handles read native data: convert with .astype(dtype.newbyteorder('='))")
+    if not (flags & cnp.NPY_ARRAY_C_CONTIGUOUS):
+        raise ValueError(f"{fn}: {name} must be C-contiguous (kernel handles address flat buffers "
+                         f"with the descriptor's leading dimensions)")
+    if writable and not (flags & cnp.NPY_ARRAY_WRITEABLE):
+        raise ValueError(f"{fn}: {name} is read-only; the kernel writes into it")
+    if cnp.PyArray_SIZE(x) < need:
+        raise ValueError(f"{fn}: {name} has {cnp.PyArray_SIZE(x)} elements; the kernel "
+                         f"addresses {need}")
+    if size != NULL:
+        size[0] = cnp.PyArray_SIZE(x)
+    cdef char *p = <char *>cnp.PyArray_DATA(x)
+    return p if p != NULL else <char *>1   # never dereferenced past the extent checks

@@ -3,7 +3,7 @@
 by ``pytpp.brgemm``. Validation happens here, with the GIL; the C engine runs without it."""
 import numpy as np
 cimport numpy as cnp
-from pytpp._core._arrays cimport dtype_code, elem_strides, disjoint, overlaps
+from pytpp._core._arrays cimport dtype_code, elem_strides, disjoint, operand, overlaps
 from libc.stdint cimport int64_t, intptr_t
 from libc.stdlib cimport malloc, free
 from pytpp._core.cengine cimport *
@@ -12,29 +12,7 @@ from pytpp._core._runtime cimport num_threads, cache_info, level
 cnp.import_array()
 
 MODES = ("stride", "offset", "address")
-
-
-cdef inline char *buffer_of(object arr, str name, int typenum, bint writable,
-                            int64_t *size) except NULL:
-    """Data pointer and element count of a C-contiguous ndarray of the kernel's dtype."""
-    if not cnp.PyArray_Check(arr):
-        raise TypeError(f"{name} must be a numpy.ndarray, got {type(arr).__name__}")
-    cdef cnp.ndarray x = <cnp.ndarray>arr
-    if cnp.PyArray_TYPE(x) != typenum:
-        raise TypeError(f"{name} has dtype {x.dtype}; expected {"float64" if typenum == cnp.NPY_FLOAT64 else "float32"}")
-    if not cnp.PyArray_ISNOTSWAPPED(x):
-        raise ValueError(f"{name} has non-native byte order ({x.dtype.str}); kernel handles read "
-                         f"native data: convert with {name}.astype({name}.dtype.newbyteorder('='))")
-    if not cnp.PyArray_IS_C_CONTIGUOUS(x):
-        raise ValueError(f"{name} must be C-contiguous (kernel handles address flat buffers with "
-                         f"the descriptor's leading dimensions)")
-    if writable and not cnp.PyArray_ISWRITEABLE(x):
-        raise ValueError(f"{name} is read-only; the kernel writes into it")
-    size[0] = cnp.PyArray_SIZE(x)
-    cdef char *p = <char *>cnp.PyArray_DATA(x)
-    if p == NULL:  # never dereferenced when the extent check passes, but keep it non-NULL
-        p = <char *>1
-    return p
+_FN = "pytpp.tpp.brgemm kernel"
 
 
 cdef inline bint blocks_fit(int64_t count, int64_t stride, int64_t ext, int64_t size) noexcept:
@@ -52,9 +30,9 @@ cdef int64_t[::1] as_offsets(object arr, str name, int64_t lo, int64_t hi, int64
     except (TypeError, ValueError):
         x = None
     if x is None or x.ndim != 1:
-        raise TypeError(f"{name} must be a 1-D array of integers")
+        raise TypeError(f"{_FN}: {name} must be a 1-D array of integers")
     if count >= 0 and x.shape[0] != count:
-        raise ValueError(f"{name} has {x.shape[0]} entries; expected {count}")
+        raise ValueError(f"{_FN}: {name} has {x.shape[0]} entries; expected {count}")
     cdef int64_t[::1] v = x
     cdef Py_ssize_t i
     cdef int64_t bad = -1
@@ -64,7 +42,7 @@ cdef int64_t[::1] as_offsets(object arr, str name, int64_t lo, int64_t hi, int64
                 bad = i
                 break
     if bad >= 0:
-        raise ValueError(f"{name}[{bad}] = {v[bad]} is out of range [{lo}, {hi}]")
+        raise ValueError(f"{_FN}: {name}[{bad}] = {v[bad]} is out of range [{lo}, {hi}]")
     return v
 
 
@@ -123,33 +101,37 @@ cdef class BrgemmKernel:
         cdef pytpp_batch bt
         cdef const char *pa = NULL
         cdef const char *pb = NULL
-        cdef char *pc = buffer_of(c, "c", self.typenum, True, &nc)
+        cdef char *pc = operand(c, _FN, "c", self.typenum, 0, True, &nc)
         cdef int64_t[::1] offa, offb
         if self.ext_c > nc:
-            raise ValueError(f"c has {nc} elements; the kernel writes {self.ext_c} (m, n, ldc)")
+            raise ValueError(f"{_FN}: c has {nc} elements; the kernel writes {self.ext_c} (m, "
+                             f"n, ldc)")
         bt.mode = self.mode
         bt.off_a = bt.off_b = NULL
         bt.ptr_a = bt.ptr_b = NULL
         bt.stride_a, bt.stride_b = self.stride_a, self.stride_b
         if self.mode == PYTPP_BATCH_ADDRESS and len(batch) == 0:
             return self._call_address_lists(a, b, c, pc, nc)
-        pa = buffer_of(a, "a", self.typenum, False, &na)
-        pb = buffer_of(b, "b", self.typenum, False, &nb_)
+        pa = operand(a, _FN, "a", self.typenum, 0, False, &na)
+        pb = operand(b, _FN, "b", self.typenum, 0, False, &nb_)
         if self.mode == PYTPP_BATCH_STRIDE:
             if len(batch) > 1:
-                raise TypeError("a stride-mode kernel takes (a, b, c[, count])")
+                raise TypeError(f"{_FN}: a stride-mode kernel takes (a, b, c[, count])")
             count = batch[0] if batch else 1
             if count < 0:
-                raise ValueError(f"count must be >= 0, got {count}")
+                raise ValueError(f"{_FN}: count must be >= 0, got {count}")
             if count > 0 and not blocks_fit(count, self.stride_a, self.ext_a, na):
-                raise ValueError(f"a has {na} elements; {count} blocks of stride {self.stride_a} "
+                raise ValueError(f"{_FN}: a has {na} elements; {count} blocks of stride "
+                                 f"{self.stride_a} "
                                  f"need {(count - 1) * self.stride_a + self.ext_a}")
             if count > 0 and not blocks_fit(count, self.stride_b, self.ext_b, nb_):
-                raise ValueError(f"b has {nb_} elements; {count} blocks of stride {self.stride_b} "
+                raise ValueError(f"{_FN}: b has {nb_} elements; {count} blocks of stride "
+                                 f"{self.stride_b} "
                                  f"need {(count - 1) * self.stride_b + self.ext_b}")
         elif self.mode == PYTPP_BATCH_OFFSET:
             if len(batch) != 2:
-                raise TypeError("an offset-mode kernel takes (a, b, c, a_offsets, b_offsets)")
+                raise TypeError(f"{_FN}: an offset-mode kernel takes (a, b, c, a_offsets, "
+                                f"b_offsets)")
             offa = as_offsets(batch[0], "a_offsets", 0, max(na - self.ext_a, -1), -1)
             count = offa.shape[0]
             offb = as_offsets(batch[1], "b_offsets", 0, max(nb_ - self.ext_b, -1), count)
@@ -157,7 +139,7 @@ cdef class BrgemmKernel:
                 bt.off_a, bt.off_b = &offa[0], &offb[0]
         else:
             if len(batch) != 2:
-                raise TypeError("an address-mode kernel takes (a_blocks, b_blocks, c) or "
+                raise TypeError(f"{_FN}: an address-mode kernel takes (a_blocks, b_blocks, c) or "
                                 "(a, b, c, a_index, b_index)")
             return self._call_address_index(a, b, c, batch[0], batch[1], pa, na, pb, nb_, pc, nc)
         bt.count = count
@@ -177,21 +159,23 @@ cdef class BrgemmKernel:
     cdef _check_overlap(self, const char *pc, int64_t nc, const char *pa, int64_t na,
                         const char *pb, int64_t nb_):
         if overlaps(pc, self.ext_c * self.esz, pa, na * self.esz):
-            raise ValueError("c overlaps a; the output must not alias an input")
+            raise ValueError(f"{_FN}: c overlaps a; the output must not alias an input")
         if overlaps(pc, self.ext_c * self.esz, pb, nb_ * self.esz):
-            raise ValueError("c overlaps b; the output must not alias an input")
+            raise ValueError(f"{_FN}: c overlaps b; the output must not alias an input")
 
     cdef _call_address_index(self, a, b, c, a_index, b_index, const char *pa, int64_t na,
                              const char *pb, int64_t nb_, char *pc, int64_t nc):
         cdef cnp.ndarray xa = <cnp.ndarray>a, xb = <cnp.ndarray>b
         if xa.ndim < 1 or xb.ndim < 1 or xa.shape[0] == 0 and na or xb.shape[0] == 0 and nb_:
-            raise ValueError("a and b must have a leading block axis")
+            raise ValueError(f"{_FN}: a and b must have a leading block axis")
         cdef int64_t blk_a = na // xa.shape[0] if xa.shape[0] else 0
         cdef int64_t blk_b = nb_ // xb.shape[0] if xb.shape[0] else 0
         if self.ext_a > blk_a:
-            raise ValueError(f"a's blocks hold {blk_a} elements; the kernel reads {self.ext_a}")
+            raise ValueError(f"{_FN}: a's blocks hold {blk_a} elements; the kernel reads "
+                             f"{self.ext_a}")
         if self.ext_b > blk_b:
-            raise ValueError(f"b's blocks hold {blk_b} elements; the kernel reads {self.ext_b}")
+            raise ValueError(f"{_FN}: b's blocks hold {blk_b} elements; the kernel reads "
+                             f"{self.ext_b}")
         cdef int64_t[::1] ia = as_offsets(a_index, "a_index", 0, xa.shape[0] - 1, -1)
         cdef int64_t count = ia.shape[0]
         cdef int64_t[::1] ib = as_offsets(b_index, "b_index", 0, xb.shape[0] - 1, count)
@@ -216,24 +200,27 @@ cdef class BrgemmKernel:
 
     cdef _call_address_lists(self, a, b, c, char *pc, int64_t nc):
         if not isinstance(a, (list, tuple)) or not isinstance(b, (list, tuple)):
-            raise TypeError("an address-mode kernel takes sequences of arrays (a_blocks, b_blocks, c)"
+            raise TypeError(f"{_FN}: an address-mode kernel takes sequences of arrays "
+                            f"(a_blocks, b_blocks, c)"
                             " or (a, b, c, a_index, b_index)")
         cdef int64_t count = len(a), i, n
         if len(b) != count:
-            raise ValueError(f"a_blocks has {count} arrays but b_blocks has {len(b)}")
+            raise ValueError(f"{_FN}: a_blocks has {count} arrays but b_blocks has {len(b)}")
         cdef const void **ptrs = <const void **>malloc(2 * max(count, 1) * sizeof(void *))
         cdef pytpp_batch bt
         if ptrs == NULL:
             raise MemoryError()
         try:
             for i in range(count):
-                ptrs[i] = buffer_of(a[i], f"a_blocks[{i}]", self.typenum, False, &n)
+                ptrs[i] = operand(a[i], _FN, f"a_blocks[{i}]", self.typenum, 0, False, &n)
                 if n < self.ext_a:
-                    raise ValueError(f"a_blocks[{i}] has {n} elements; the kernel reads {self.ext_a}")
+                    raise ValueError(f"{_FN}: a_blocks[{i}] has {n} elements; the kernel reads "
+                                     f"{self.ext_a}")
                 self._check_overlap(pc, nc, <const char *>ptrs[i], n, NULL, 0)
-                ptrs[count + i] = buffer_of(b[i], f"b_blocks[{i}]", self.typenum, False, &n)
+                ptrs[count + i] = operand(b[i], _FN, f"b_blocks[{i}]", self.typenum, 0, False, &n)
                 if n < self.ext_b:
-                    raise ValueError(f"b_blocks[{i}] has {n} elements; the kernel reads {self.ext_b}")
+                    raise ValueError(f"{_FN}: b_blocks[{i}] has {n} elements; the kernel reads "
+                                     f"{self.ext_b}")
                 self._check_overlap(pc, nc, NULL, 0, <const char *>ptrs[count + i], n)
             bt.mode = PYTPP_BATCH_ADDRESS
             bt.count = count

@@ -4,7 +4,9 @@
 Validation happens here or in the Python callers, with the GIL; the C engine runs without it."""
 import numpy as np
 cimport numpy as cnp
-from pytpp._core._arrays cimport dtype_code, elem_strides, overlaps
+from pytpp._core._arrays cimport dtype_code, elem_strides, operand, overlaps
+
+_FN = "pytpp.tpp.gemm kernel"
 from libc.stdint cimport int64_t
 from pytpp._core.cengine cimport PYTPP_F64, PYTPP_F32, PYTPP_HANDLE_NOGIL_FLOPS
 from pytpp._core.csmallgemm cimport *
@@ -150,33 +152,6 @@ def indexed_matmul(cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, cnp.ndarray a_in
 # ------------------------------------------------------------------------------------------------
 # kernel handles
 
-cdef inline char *checked_buffer(object arr, int typenum, int64_t need, bint writable,
-                                 const char *name) except NULL:
-    """Data pointer of a C-contiguous ndarray of the kernel's dtype holding >= need elements."""
-    if not cnp.PyArray_Check(arr):
-        raise TypeError(f"pytpp.tpp.gemm kernel: {name.decode()} must be a numpy.ndarray, "
-                        f"got {type(arr).__name__}")
-    cdef cnp.ndarray x = <cnp.ndarray>arr
-    cdef int flags = cnp.PyArray_FLAGS(x)
-    if cnp.PyArray_TYPE(x) != typenum:
-        raise TypeError(f"pytpp.tpp.gemm kernel: {name.decode()} has dtype {x.dtype}; expected "
-                        f"{'float64' if typenum == cnp.NPY_FLOAT64 else 'float32'}")
-    if not cnp.PyArray_ISNOTSWAPPED(x):
-        raise ValueError(f"pytpp.tpp.gemm kernel: {name.decode()} has non-native byte order "
-                         f"({x.dtype.str}); kernel handles read native data: convert with "
-                         f".astype(dtype.newbyteorder('='))")
-    if not (flags & cnp.NPY_ARRAY_C_CONTIGUOUS):
-        raise ValueError(f"pytpp.tpp.gemm kernel: {name.decode()} must be C-contiguous (the "
-                         f"handle addresses it with its leading dimension)")
-    if writable and not (flags & cnp.NPY_ARRAY_WRITEABLE):
-        raise ValueError(f"pytpp.tpp.gemm kernel: {name.decode()} is read-only")
-    if cnp.PyArray_SIZE(x) < need:
-        raise ValueError(f"pytpp.tpp.gemm kernel: {name.decode()} has {cnp.PyArray_SIZE(x)} "
-                         f"elements; the kernel addresses {need}")
-    cdef char *p = <char *>cnp.PyArray_DATA(x)
-    return p if p != NULL else <char *>1
-
-
 cdef class GemmKernel:
     """A dispatched small GEMM: ``C = alpha * op(A) @ op(B) + beta * C`` for one product.
 
@@ -229,9 +204,9 @@ cdef class GemmKernel:
     def __call__(self, a, b, c):
         """``k(a, b, c)``: C-contiguous arrays of the kernel's dtype addressed with its lda/ldb/ldc;
         c is updated in place and returned."""
-        cdef char *pc = checked_buffer(c, self.typenum, self.ext_c, True, b"c")
-        cdef const char *pa = checked_buffer(a, self.typenum, self.ext_a, False, b"a")
-        cdef const char *pb = checked_buffer(b, self.typenum, self.ext_b, False, b"b")
+        cdef char *pc = operand(c, _FN, "c", self.typenum, self.ext_c, True, NULL)
+        cdef const char *pa = operand(a, _FN, "a", self.typenum, self.ext_a, False, NULL)
+        cdef const char *pb = operand(b, _FN, "b", self.typenum, self.ext_b, False, NULL)
         cdef int64_t esz = self.plan.esz
         if overlaps(pc, self.ext_c * esz, pa, self.ext_a * esz) or \
                 overlaps(pc, self.ext_c * esz, pb, self.ext_b * esz):
@@ -260,9 +235,9 @@ cdef class GemmKernel:
                 raise ValueError(f"pytpp.tpp.gemm kernel: {count} products address {nd} elements "
                                  f"of {name}; no buffer holds that many")
         cdef int64_t na = need[0], nb_ = need[1], nc = need[2]
-        cdef char *pc = checked_buffer(c, self.typenum, nc, True, b"c")
-        cdef const char *pa = checked_buffer(a, self.typenum, na, False, b"a")
-        cdef const char *pb = checked_buffer(b, self.typenum, nb_, False, b"b")
+        cdef char *pc = operand(c, _FN, "c", self.typenum, nc, True, NULL)
+        cdef const char *pa = operand(a, _FN, "a", self.typenum, na, False, NULL)
+        cdef const char *pb = operand(b, _FN, "b", self.typenum, nb_, False, NULL)
         cdef int64_t esz = self.plan.esz
         if overlaps(pc, nc * esz, pa, na * esz) or overlaps(pc, nc * esz, pb, nb_ * esz):
             raise ValueError("pytpp.tpp.gemm kernel: c overlaps a or b; the output must not alias "

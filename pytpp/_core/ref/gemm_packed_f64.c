@@ -3,7 +3,7 @@
 #include "pytpp/simd_ref.h"
 #include "pytpp/gemm_pk_shapes.h"
 #ifndef PK_MR_MAIN
-#define PK_MR_MAIN 4
-#define PK_NV_MAIN 4
+#define PK_MR_MAIN PYTPP_PK_MR_REF
+#define PK_NV_MAIN PYTPP_PK_NV_REF
 #endif
 #include "pytpp/gemm_packed.inc"

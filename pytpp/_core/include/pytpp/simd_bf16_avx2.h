@@ -38,5 +38,5 @@ static const int32_t pytpp_bf16_avx2_mask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
 
 /* 16 ymm: 6x2 accumulators + 4 B halves + 2 A halves. */
 #define BF16_SHAPES(X) PYTPP_ROWS(6)(X, 1) PYTPP_ROWS(6)(X, 2)
-#define BF16_MR_MAIN 6
-#define BF16_NV_MAIN 2
+#define BF16_MR_MAIN PYTPP_PK_MR_AVX2
+#define BF16_NV_MAIN PYTPP_PK_NV

@@ -50,5 +50,5 @@ typedef __m512 bvec_t;
 #endif
 
 #define BF16_SHAPES(X) PYTPP_ROWS(12)(X, 1) PYTPP_ROWS(12)(X, 2)
-#define BF16_MR_MAIN 12
-#define BF16_NV_MAIN 2
+#define BF16_MR_MAIN PYTPP_PK_MR_AVX512
+#define BF16_NV_MAIN PYTPP_PK_NV

@@ -34,5 +34,5 @@ static inline float bf16_ref_ftz(float x)
 #define B_DOT(acc, ao, ae, bo, be) bf16_ref_ftz(fmaf((ae), (be), bf16_ref_ftz(fmaf((ao), (bo), (acc)))))
 
 #define BF16_SHAPES(X) PYTPP_ROWS(4)(X, 1) PYTPP_ROWS(4)(X, 2)
-#define BF16_MR_MAIN 4
-#define BF16_NV_MAIN 2
+#define BF16_MR_MAIN PYTPP_PK_MR_REF
+#define BF16_NV_MAIN PYTPP_PK_NV

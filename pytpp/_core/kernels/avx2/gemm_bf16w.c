@@ -5,8 +5,8 @@
 #define PYTPP_DT_F32
 #include "pytpp/simd_avx2.h"
 #include "pytpp/gemm_pk_shapes.h"
-#define PK_MR_MAIN 6
-#define PK_NV_MAIN 2
+#define PK_MR_MAIN PYTPP_PK_MR_AVX2
+#define PK_NV_MAIN PYTPP_PK_NV
 #define PK_C_FIRST 1
 #define PK_FTZ 1
 #define PK_BF16_WIDENED 1
