@@ -123,6 +123,29 @@ def unalias(out, arrays, allow_same=True):
     return res
 
 
+def dtype_arg(dtype, allowed, fn, name="dtype"):
+    """A dtype argument as np.dtype, one of `allowed`; TypeError naming fn, name and the choices
+    otherwise."""
+    choices = ", ".join(d.name for d in allowed)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{fn}: {name}={dtype!r} is not a dtype; expected {choices}") from None
+    if dt not in allowed:
+        raise TypeError(f"{fn}: {name}={dt} is not supported; expected {choices}")
+    return dt
+
+
+def kernel_operand(x, dtype):
+    """x in the kernel's dtype; a copy only for another dtype or for views whose strides are
+    not whole elements (the kernels take any element strides)."""
+    if x.dtype != dtype:
+        return x.astype(dtype)
+    if not element_strides_ok(x):
+        return np.ascontiguousarray(x)
+    return x
+
+
 def element_strides_ok(arr):
     """True when every stride is a whole number of elements (views of packed records may not be)."""
     return all(s % arr.itemsize == 0 for s in arr.strides)

@@ -102,8 +102,8 @@ def brgemm(a, b, c=None, /, *, beta=1.0, out=None):
     if out.size == 0:
         return out
 
-    a4 = _as_4d(_as_kernel_operand(a, compute), lead)
-    b4 = _as_4d(_as_kernel_operand(b, compute), lead)
+    a4 = _as_4d(_validate.kernel_operand(a, compute), lead)
+    b4 = _as_4d(_validate.kernel_operand(b, compute), lead)
     work3 = None
     if (out.dtype == compute and out.strides[-1] == out.itemsize
             and _validate.element_strides_ok(out)):
@@ -130,12 +130,3 @@ def _as_4d(x, lead):
     if x.ndim == 3 and not lead:
         return x[np.newaxis]
     return np.broadcast_to(x, lead + x.shape[-3:]).reshape((math.prod(lead),) + x.shape[-3:])
-
-
-def _as_kernel_operand(x, dtype):
-    """Cast to the compute dtype; re-pack only views whose strides are not whole elements."""
-    if x.dtype != dtype:
-        return x.astype(dtype)
-    if not _validate.element_strides_ok(x):
-        return np.ascontiguousarray(x)
-    return x

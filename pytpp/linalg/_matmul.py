@@ -142,8 +142,8 @@ def _matmul_general(a, b, out, dtype):
     if k == 0:
         out[...] = 0
         return ops.scalar_if_0d(out, out_given)
-    a2 = ops.prepare(a2, op_dtype)
-    b2 = ops.prepare(b2, op_dtype)
+    a2 = _validate.kernel_operand(a2, op_dtype)
+    b2 = _validate.kernel_operand(b2, op_dtype)
     acc_dtype = _F32 if dt_code == _cm.DT_BF16 else op_dtype
     full = lead + (m, n)
     # Where the kernel writes: out itself when it has the accumulation dtype, unit column (or

@@ -32,24 +32,7 @@ def as_operand(x, name, fn=FN):
 
 
 def result_dtype_arg(dtype, fn=FN):
-    if dtype is None:
-        return None
-    try:
-        dtype = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{fn}: dtype={dtype!r} is not a dtype; expected {NAMES}") from None
-    if dtype not in RESULT_TYPES:
-        raise TypeError(f"{fn}: dtype={dtype} is not supported; expected {NAMES}")
-    return dtype
-
-
-def prepare(x, dt):
-    """Cast to the kernel operand dtype; copy only views whose strides are not whole elements."""
-    if x.dtype != dt:
-        return x.astype(dt)
-    if not _validate.element_strides_ok(x):
-        return np.ascontiguousarray(x)
-    return x
+    return None if dtype is None else _validate.dtype_arg(dtype, RESULT_TYPES, fn)
 
 
 def offsets(x, lead):

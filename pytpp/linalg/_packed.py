@@ -75,7 +75,7 @@ class PackedMatrix:
             dtype, _cm.DT_BF16)
         self.dtype = dtype
         self.shape = tuple(b.shape)
-        self._layout = self._pack(ops.prepare(b, dtype))
+        self._layout = self._pack(_validate.kernel_operand(b, dtype))
 
     def _pack(self, src):
         """(isa index, bf16 kernel, blocking, packed data) of `src` for the ISA level active now."""
@@ -197,7 +197,7 @@ class PackedMatrix:
         if out.size == 0:
             return out
         view = np.expand_dims(out, -2) if a_vec else out
-        a2 = ops.prepare(a2, self.dtype)
+        a2 = _validate.kernel_operand(a2, self.dtype)
         direct = (out.dtype == acc and _validate.element_strides_ok(view)
                   and (view.strides[-1] == view.itemsize or n == 1)
                   and not np.may_share_memory(view, a2))

@@ -200,8 +200,8 @@ def matmul_stack(a, b, c, a_index, b_index, c_index, *, alpha=1.0):
     if count == 0 or c.size == 0 or k == 0:
         return c
     a, b = _validate.unalias(c, (a, b), allow_same=False)
-    a = _kernel_operand(a, dtype)
-    b = _kernel_operand(b, dtype)
+    a = _validate.kernel_operand(a, dtype)
+    b = _validate.kernel_operand(b, dtype)
     direct = c.dtype == dtype and _validate.element_strides_ok(c)
     work = c if direct else np.ascontiguousarray(c, dtype=dtype)
     if not _smallgemm.indexed_matmul(a, b, work, ia, ib, ic, alpha):
@@ -213,11 +213,3 @@ def matmul_stack(a, b, c, a_index, b_index, c_index, *, alpha=1.0):
     if work is not c:
         np.copyto(c, work, casting="unsafe")
     return c
-
-
-def _kernel_operand(x, dtype):
-    if x.dtype != dtype:
-        return x.astype(dtype)
-    if not _validate.element_strides_ok(x):
-        return np.ascontiguousarray(x)
-    return x

@@ -183,22 +183,37 @@ def _approx_code(name, approx, fn, depth=0):
     return _eltwise_tpp.resolve_unary(name, approx, fn, stacklevel=4 + depth)
 
 
+_UNARY_DOC = {
+    "x": """x : array_like
+        Input of any shape and strides: float64, float32 or bfloat16 (float16 computes in
+        float32; integers and bools in float64).""",
+    "out": """out : ndarray, optional
+        Where to write the result: x's shape, any dtype the result casts to (same_kind); it may
+        be x itself or overlap it.""",
+    "returns": """Returns
+    -------
+    ndarray
+        The result, x's dtype (float64 for integer input), or `out`.""",
+}
+
+
+def _unary_doc(f):
+    """Fill the shared x / out / Returns parts of an element-wise function's docstring."""
+    for key, text in _UNARY_DOC.items():
+        f.__doc__ = f.__doc__.replace("{" + key + "}", text)
+    return f
+
+
+@_unary_doc
 def relu(x, *, out=None):
     """Rectified linear unit ``max(x, 0)``, element-wise.
 
     Parameters
     ----------
-    x : array_like
-        Input of any shape and strides: float64, float32 or bfloat16 (float16 computes in
-        float32; integers and bools in float64).
-    out : ndarray, optional
-        Where to write the result: x's shape, any dtype the result casts to (same_kind); it may
-        be x itself or overlap it.
+    {x}
+    {out}
 
-    Returns
-    -------
-    ndarray
-        The result, x's dtype (float64 for integer input), or `out`.
+    {returns}
 
     Examples
     --------
@@ -209,6 +224,7 @@ def relu(x, *, out=None):
     return _unary("relu", _U["relu"], x, out)
 
 
+@_unary_doc
 def exp(x, *, approx=False, out=None):
     """Exponential, element-wise.
 
@@ -217,20 +233,13 @@ def exp(x, *, approx=False, out=None):
 
     Parameters
     ----------
-    x : array_like
-        Input of any shape and strides: float64, float32 or bfloat16 (float16 computes in
-        float32; integers and bools in float64).
+    {x}
     approx : bool or str
         False: within ~1 ulp. True (or 'approx'): 2^n * 2^y with a degree-4 polynomial
         (float32 compute; relative error bound in docs/eltwise.md).
-    out : ndarray, optional
-        Where to write the result: x's shape, any dtype the result casts to (same_kind); it may
-        be x itself or overlap it.
+    {out}
 
-    Returns
-    -------
-    ndarray
-        The result, x's dtype (float64 for integer input), or `out`.
+    {returns}
 
     Examples
     --------
@@ -241,6 +250,7 @@ def exp(x, *, approx=False, out=None):
     return _unary("exp", _approx_code("exp", approx, "pytpp.nn.exp"), x, out)
 
 
+@_unary_doc
 def tanh(x, *, approx=False, out=None):
     """Hyperbolic tangent, element-wise.
 
@@ -249,20 +259,13 @@ def tanh(x, *, approx=False, out=None):
 
     Parameters
     ----------
-    x : array_like
-        Input of any shape and strides: float64, float32 or bfloat16 (float16 computes in
-        float32; integers and bools in float64).
+    {x}
     approx : bool or str
         False: within a few ulp. True or 'pade': Pade [7/8] rational function with clamped
         input; 'minimax': piecewise minimax polynomial (float32 compute).
-    out : ndarray, optional
-        Where to write the result: x's shape, any dtype the result casts to (same_kind); it may
-        be x itself or overlap it.
+    {out}
 
-    Returns
-    -------
-    ndarray
-        The result, x's dtype (float64 for integer input), or `out`.
+    {returns}
 
     Examples
     --------
@@ -273,6 +276,7 @@ def tanh(x, *, approx=False, out=None):
     return _unary("tanh", _approx_code("tanh", approx, "pytpp.nn.tanh"), x, out)
 
 
+@_unary_doc
 def sigmoid(x, *, approx=False, out=None):
     """Logistic sigmoid ``1 / (1 + exp(-x))``, element-wise.
 
@@ -282,20 +286,13 @@ def sigmoid(x, *, approx=False, out=None):
 
     Parameters
     ----------
-    x : array_like
-        Input of any shape and strides: float64, float32 or bfloat16 (float16 computes in
-        float32; integers and bools in float64).
+    {x}
     approx : bool or str
         False: within a few ulp. True (or 'approx'): from the approximate exp of -|x|;
         'pade': (tanh_pade(x/2) + 1) / 2 (float32 compute; bounds in docs/eltwise.md).
-    out : ndarray, optional
-        Where to write the result: x's shape, any dtype the result casts to (same_kind); it may
-        be x itself or overlap it.
+    {out}
 
-    Returns
-    -------
-    ndarray
-        The result, x's dtype (float64 for integer input), or `out`.
+    {returns}
 
     Examples
     --------
@@ -312,6 +309,7 @@ def _gelu_name(approximate, fn):
     return "gelu" if approximate == "none" else "gelu_tanh"
 
 
+@_unary_doc
 def gelu(x, approximate="none", *, approx=False, out=None):
     """Gaussian error linear unit ``x * Phi(x)`` (``approximate='none'``, erf form) or its tanh
     form ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (``approximate='tanh'``), as in
@@ -323,23 +321,16 @@ def gelu(x, approximate="none", *, approx=False, out=None):
 
     Parameters
     ----------
-    x : array_like
-        Input of any shape and strides: float64, float32 or bfloat16 (float16 computes in
-        float32; integers and bools in float64).
+    {x}
     approximate : {'none', 'tanh'}
         The formula, as torch.nn.functional.gelu names it: the erf form or the tanh form.
     approx : bool or str
         How it is computed: False, within a few ulp of the chosen formula; True, the fast
         approximation of that formula ('minimax' for the erf form, 'pade' for the tanh form;
         float32 compute).
-    out : ndarray, optional
-        Where to write the result: x's shape, any dtype the result casts to (same_kind); it may
-        be x itself or overlap it.
+    {out}
 
-    Returns
-    -------
-    ndarray
-        The result, x's dtype (float64 for integer input), or `out`.
+    {returns}
 
     Examples
     --------
@@ -364,24 +355,41 @@ def _backward(name, code, grad, x, xname, out):
     return _finish(target, out, result)
 
 
-def relu_backward(grad, x, *, out=None):
-    """Gradient of :func:`relu`: ``grad * (x > 0)``.
-
-    Parameters
+_BACKWARD_DOC = """Parameters
     ----------
     grad : array_like
         The incoming gradient (dtypes as x in :func:`relu`).
-    x : array_like
-        The forward input, of grad's shape.
+    {xname} : array_like
+        {xdesc}, of grad's shape.{approximate}
     out : ndarray, optional
-        Where to write the gradient: grad's shape, any dtype the result (numpy's promotion of
-        grad and the second input) casts to; it may overlap the inputs.
+        Where to write the gradient: grad's shape, any dtype the result casts to (same_kind);
+        it may overlap the inputs.
 
     Returns
     -------
     ndarray
-        The result, x's dtype (float64 for integer input), or `out`.
+        The gradient, in numpy's promotion of grad's and {xname}'s dtypes, or `out`.
+"""
+_BACKWARD_INPUT = {"relu": ("x", "The forward input"), "tanh": ("y", "The forward output tanh(x)"),
+                   "sigmoid": ("y", "The forward output sigmoid(x)"),
+                   "exp": ("y", "The forward output exp(x)"), "gelu": ("x", "The forward input")}
 
+
+def _backward_doc(f):
+    """Fill the shared Parameters/Returns of an activation's backward function."""
+    xname, xdesc = _BACKWARD_INPUT[f.__name__[:-len("_backward")]]
+    approximate = ("\n    approximate : {'none', 'tanh'}\n        The form whose exact derivative is "
+                   "taken.") if f.__name__ == "gelu_backward" else ""
+    f.__doc__ = f.__doc__.replace("{params}", _BACKWARD_DOC.format(
+        xname=xname, xdesc=xdesc, approximate=approximate).rstrip() + "\n")
+    return f
+
+
+@_backward_doc
+def relu_backward(grad, x, *, out=None):
+    """Gradient of :func:`relu`: ``grad * (x > 0)``.
+
+    {params}
     Examples
     --------
     >>> import numpy as np, pytpp
@@ -391,24 +399,11 @@ def relu_backward(grad, x, *, out=None):
     return _backward("relu_backward", _B["relu_inv"], grad, x, "x", out)
 
 
+@_backward_doc
 def tanh_backward(grad, y, *, out=None):
     """Gradient of :func:`tanh` from its output ``y``: ``grad * (1 - y^2)``.
 
-    Parameters
-    ----------
-    grad : array_like
-        The incoming gradient (dtypes as x in :func:`relu`).
-    y : array_like
-        The forward output tanh(x), of grad's shape.
-    out : ndarray, optional
-        Where to write the gradient: grad's shape, any dtype the result (numpy's promotion of
-        grad and the second input) casts to; it may overlap the inputs.
-
-    Returns
-    -------
-    ndarray
-        The result, x's dtype (float64 for integer input), or `out`.
-
+    {params}
     Examples
     --------
     >>> import numpy as np, pytpp
@@ -418,24 +413,11 @@ def tanh_backward(grad, y, *, out=None):
     return _backward("tanh_backward", _B["tanh_inv"], grad, y, "y", out)
 
 
+@_backward_doc
 def sigmoid_backward(grad, y, *, out=None):
     """Gradient of :func:`sigmoid` from its output ``y``: ``grad * y * (1 - y)``.
 
-    Parameters
-    ----------
-    grad : array_like
-        The incoming gradient (dtypes as x in :func:`relu`).
-    y : array_like
-        The forward output sigmoid(x), of grad's shape.
-    out : ndarray, optional
-        Where to write the gradient: grad's shape, any dtype the result (numpy's promotion of
-        grad and the second input) casts to; it may overlap the inputs.
-
-    Returns
-    -------
-    ndarray
-        The result, x's dtype (float64 for integer input), or `out`.
-
+    {params}
     Examples
     --------
     >>> import numpy as np, pytpp
@@ -445,24 +427,11 @@ def sigmoid_backward(grad, y, *, out=None):
     return _backward("sigmoid_backward", _B["sigmoid_inv"], grad, y, "y", out)
 
 
+@_backward_doc
 def exp_backward(grad, y, *, out=None):
     """Gradient of :func:`exp` from its output ``y``: ``grad * y``.
 
-    Parameters
-    ----------
-    grad : array_like
-        The incoming gradient (dtypes as x in :func:`relu`).
-    y : array_like
-        The forward output exp(x), of grad's shape.
-    out : ndarray, optional
-        Where to write the gradient: grad's shape, any dtype the result (numpy's promotion of
-        grad and the second input) casts to; it may overlap the inputs.
-
-    Returns
-    -------
-    ndarray
-        The result, x's dtype (float64 for integer input), or `out`.
-
+    {params}
     Examples
     --------
     >>> import numpy as np, pytpp
@@ -472,25 +441,11 @@ def exp_backward(grad, y, *, out=None):
     return _backward("exp_backward", _B["exp_inv"], grad, y, "y", out)
 
 
+@_backward_doc
 def gelu_backward(grad, x, approximate="none", *, out=None):
     """Gradient of :func:`gelu` (exact derivative of the chosen form) at the input ``x``.
 
-    Parameters
-    ----------
-    grad : array_like
-        The incoming gradient (dtypes as x in :func:`relu`).
-    x : array_like
-        The forward input, of grad's shape.
-    approximate : {'none', 'tanh'}
-        The form whose exact derivative is taken.
-    out : ndarray, optional
-        Where to write the gradient (as in :func:`relu_backward`).
-
-    Returns
-    -------
-    ndarray
-        The result, x's dtype (float64 for integer input), or `out`.
-
+    {params}
     Examples
     --------
     >>> import numpy as np, pytpp

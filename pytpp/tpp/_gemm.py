@@ -6,19 +6,9 @@ import numpy as np
 from pytpp import _validate
 from pytpp._core import _brgemm, _runtime
 from pytpp.tpp import _cache
+from pytpp.tpp._gemm_desc import DTYPES, gemm_desc
 
-_DTYPES = {np.dtype(np.float64): 0, np.dtype(np.float32): 1}
 _MODES = {"stride": 0, "offset": 1, "address": 2}
-
-
-def _dtype_code(dtype, fn):
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{fn}: dtype {dtype!r} is not a dtype; expected float64 or float32") from None
-    if dt not in _DTYPES:
-        raise TypeError(f"{fn}: dtype {dt} is not supported; expected float64 or float32")
-    return dt
 
 
 def brgemm(m, n, k, dtype=np.float64, *, lda=None, ldb=None, ldc=None, trans_a=False,
@@ -61,19 +51,10 @@ def brgemm(m, n, k, dtype=np.float64, *, lda=None, ldb=None, ldc=None, trans_a=F
            [42., 42.]])
     """
     fn = "pytpp.tpp.brgemm"
-    m, n, k = (_validate.nonneg_int(v, name, fn) for v, name in ((m, "m"), (n, "n"), (k, "k")))
-    dt = _dtype_code(dtype, fn)
     if batch not in _MODES:
         raise ValueError(f"{fn}: batch must be one of {tuple(_MODES)}, got {batch!r}")
-    trans_a, trans_b = bool(trans_a), bool(trans_b)
-    a_rows, a_cols = (k, m) if trans_a else (m, k)
-    b_rows, b_cols = (n, k) if trans_b else (k, n)
-    lda = a_cols if lda is None else _validate.nonneg_int(lda, "lda", fn)
-    ldb = b_cols if ldb is None else _validate.nonneg_int(ldb, "ldb", fn)
-    ldc = n if ldc is None else _validate.nonneg_int(ldc, "ldc", fn)
-    for name, ld, cols in (("lda", lda, a_cols), ("ldb", ldb, b_cols), ("ldc", ldc, n)):
-        if ld < cols:
-            raise ValueError(f"{fn}: {name}={ld} is smaller than the {cols} columns it strides over")
+    m, n, k, dt, trans_a, trans_b, lda, ldb, ldc, alpha, beta, a_rows, b_rows = gemm_desc(
+        m, n, k, dtype, trans_a, trans_b, lda, ldb, ldc, alpha, beta, fn)
     if batch == "stride":
         stride_a = a_rows * lda if stride_a is None else _validate.nonneg_int(stride_a, "stride_a", fn)
         stride_b = b_rows * ldb if stride_b is None else _validate.nonneg_int(stride_b, "stride_b", fn)
@@ -81,10 +62,6 @@ def brgemm(m, n, k, dtype=np.float64, *, lda=None, ldb=None, ldc=None, trans_a=F
         raise ValueError(f"{fn}: stride_a/stride_b apply only to batch='stride'")
     else:
         stride_a = stride_b = 0
-    try:
-        alpha, beta = float(alpha), float(beta)
-    except (TypeError, ValueError):
-        raise TypeError(f"{fn}: alpha and beta must be real numbers, got {alpha!r}, {beta!r}") from None
     isa = _runtime.get_isa()
     key = ("brgemm", m, n, k, dt.name, lda, ldb, ldc, trans_a, trans_b, alpha, beta, batch,
            stride_a, stride_b, isa)
@@ -94,7 +71,7 @@ def brgemm(m, n, k, dtype=np.float64, *, lda=None, ldb=None, ldc=None, trans_a=F
                           trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta, batch=batch)
         if batch == "stride":
             descriptor.update(stride_a=stride_a, stride_b=stride_b)
-        kern = _brgemm.BrgemmKernel(m, n, k, _DTYPES[dt], _runtime.isa_index(isa), _MODES[batch],
+        kern = _brgemm.BrgemmKernel(m, n, k, DTYPES[dt], _runtime.isa_index(isa), _MODES[batch],
                                     lda, ldb, ldc, trans_a, trans_b, alpha, beta, stride_a,
                                     stride_b, descriptor)
         kern = _cache.store(key, kern)

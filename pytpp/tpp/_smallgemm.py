@@ -4,11 +4,9 @@ import copyreg
 import numpy as np
 
 from pytpp._core import _runtime, _smallgemm
-from pytpp._validate import nonneg_int as _nonneg_int
 from pytpp.tpp import _cache
-from pytpp.tpp._gemm import _dtype_code
+from pytpp.tpp._gemm_desc import DTYPES, gemm_desc
 
-_DTYPES = {np.dtype(np.float64): 0, np.dtype(np.float32): 1}
 
 
 def gemm(m, n, k, dtype=np.float64, *, trans_a=False, trans_b=False, lda=None, ldb=None,
@@ -64,28 +62,15 @@ def gemm(m, n, k, dtype=np.float64, *, trans_a=False, trans_b=False, lda=None, l
            [25., 54.]])
     """
     fn = "pytpp.tpp.gemm"
-    m, n, k = (_nonneg_int(v, name, fn) for v, name in ((m, "m"), (n, "n"), (k, "k")))
-    dt = _dtype_code(dtype, fn)
-    trans_a, trans_b = bool(trans_a), bool(trans_b)
-    a_cols = m if trans_a else k
-    b_cols = k if trans_b else n
-    lda = a_cols if lda is None else _nonneg_int(lda, "lda", fn)
-    ldb = b_cols if ldb is None else _nonneg_int(ldb, "ldb", fn)
-    ldc = n if ldc is None else _nonneg_int(ldc, "ldc", fn)
-    for name, ld, cols in (("lda", lda, a_cols), ("ldb", ldb, b_cols), ("ldc", ldc, n)):
-        if ld < cols:
-            raise ValueError(f"{fn}: {name}={ld} is smaller than the {cols} columns it strides over")
-    try:
-        alpha, beta = float(alpha), float(beta)
-    except (TypeError, ValueError):
-        raise TypeError(f"{fn}: alpha and beta must be real numbers, got {alpha!r}, {beta!r}") from None
+    m, n, k, dt, trans_a, trans_b, lda, ldb, ldc, alpha, beta, _, _ = gemm_desc(
+        m, n, k, dtype, trans_a, trans_b, lda, ldb, ldc, alpha, beta, fn)
     isa = _runtime.get_isa()
     key = ("gemm", m, n, k, dt.name, lda, ldb, ldc, trans_a, trans_b, alpha, beta, isa)
     kern = _cache.lookup(key)
     if kern is None:
         descriptor = dict(m=m, n=n, k=k, dtype=dt.name, lda=lda, ldb=ldb, ldc=ldc,
                           trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta)
-        kern = _smallgemm.GemmKernel(m, n, k, _DTYPES[dt], _runtime.isa_index(isa), lda, ldb,
+        kern = _smallgemm.GemmKernel(m, n, k, DTYPES[dt], _runtime.isa_index(isa), lda, ldb,
                                      ldc, trans_a, trans_b, alpha, beta, descriptor)
         kern = _cache.store(key, kern)
     return kern

@@ -2,6 +2,8 @@
 replicate column, unpack/pack (split-SGD bit halves). Made through :func:`pytpp.tpp.unary`."""
 import numpy as np
 
+from pytpp import _validate
+
 from pytpp._core import _eltwise as _ew
 from pytpp._core import _runtime
 from pytpp.tpp import _cache
@@ -13,14 +15,7 @@ _ANY_DT = (np.dtype(np.float64), np.dtype(np.float32), H.BF16, np.dtype(np.int8)
 
 
 def _any_dtype(dtype, fn):
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{fn}: dtype {dtype!r} is not a dtype") from None
-    if dt not in _ANY_DT:
-        raise TypeError(f"{fn}: dtype {dt} is not supported; expected one of "
-                        f"{', '.join(d.name for d in _ANY_DT)}")
-    return dt
+    return _validate.dtype_arg(dtype, _ANY_DT, fn)
 
 
 def _index(idx, limit, fn):

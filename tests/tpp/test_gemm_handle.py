@@ -133,7 +133,7 @@ def test_descriptor_errors():
         pytpp.tpp.gemm(-1, 2, 2)
     with pytest.raises(TypeError, match="n must be an integer"):
         pytpp.tpp.gemm(2, 2.5, 2)
-    with pytest.raises(TypeError, match="dtype complex128 is not supported"):
+    with pytest.raises(TypeError, match="dtype=complex128 is not supported"):
         pytpp.tpp.gemm(2, 2, 2, np.complex128)
     with pytest.raises(ValueError, match="lda=1 is smaller than the 2 columns"):
         pytpp.tpp.gemm(2, 2, 2, lda=1)
