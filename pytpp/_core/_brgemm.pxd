@@ -13,6 +13,7 @@ cdef class BrgemmKernel:
     cdef readonly object descriptor
     cdef int run(self, const void *a, const void *b, void *c, const pytpp_batch *batch) noexcept nogil
     cdef _launch(self, const void *pa, const void *pb, char *pc, const pytpp_batch *bt)
+    cdef _launch_addresses(self, const void **ptrs, int64_t count, char *pc)
     cdef _check_overlap(self, const char *pc, int64_t nc, const char *pa, int64_t na,
                         const char *pb, int64_t nb_)
     cdef _call_address_index(self, a, b, c, a_index, b_index, const char *pa, int64_t na,

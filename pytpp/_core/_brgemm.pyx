@@ -156,6 +156,15 @@ cdef class BrgemmKernel:
         if err:
             raise MemoryError("pytpp.tpp.brgemm: scratch allocation failed")
 
+    cdef _launch_addresses(self, const void **ptrs, int64_t count, char *pc):
+        """Run an address batch: ptrs holds the count A blocks, then the count B blocks."""
+        cdef pytpp_batch bt
+        bt.mode = PYTPP_BATCH_ADDRESS
+        bt.count = count
+        bt.off_a = bt.off_b = NULL
+        bt.ptr_a, bt.ptr_b = ptrs, ptrs + count
+        self._launch(NULL, NULL, pc, &bt)
+
     cdef _check_overlap(self, const char *pc, int64_t nc, const char *pa, int64_t na,
                         const char *pb, int64_t nb_):
         if overlaps(pc, self.ext_c * self.esz, pa, na * self.esz):
@@ -180,7 +189,6 @@ cdef class BrgemmKernel:
         cdef int64_t count = ia.shape[0]
         cdef int64_t[::1] ib = as_offsets(b_index, "b_index", 0, xb.shape[0] - 1, count)
         cdef const void **ptrs = <const void **>malloc(2 * max(count, 1) * sizeof(void *))
-        cdef pytpp_batch bt
         cdef int64_t i
         if ptrs == NULL:
             raise MemoryError()
@@ -190,10 +198,7 @@ cdef class BrgemmKernel:
                 ptrs[count + i] = pb + ib[i] * blk_b * self.esz
             if count > 0:
                 self._check_overlap(pc, nc, pa, na, pb, nb_)
-            bt.mode = PYTPP_BATCH_ADDRESS
-            bt.count = count
-            bt.ptr_a, bt.ptr_b = ptrs, ptrs + count
-            self._launch(NULL, NULL, pc, &bt)
+            self._launch_addresses(ptrs, count, pc)
         finally:
             free(ptrs)
         return c
@@ -207,7 +212,6 @@ cdef class BrgemmKernel:
         if len(b) != count:
             raise ValueError(f"{_FN}: a_blocks has {count} arrays but b_blocks has {len(b)}")
         cdef const void **ptrs = <const void **>malloc(2 * max(count, 1) * sizeof(void *))
-        cdef pytpp_batch bt
         if ptrs == NULL:
             raise MemoryError()
         try:
@@ -222,10 +226,7 @@ cdef class BrgemmKernel:
                     raise ValueError(f"{_FN}: b_blocks[{i}] has {n} elements; the kernel reads "
                                      f"{self.ext_b}")
                 self._check_overlap(pc, nc, NULL, 0, <const char *>ptrs[count + i], n)
-            bt.mode = PYTPP_BATCH_ADDRESS
-            bt.count = count
-            bt.ptr_a, bt.ptr_b = ptrs, ptrs + count
-            self._launch(NULL, NULL, pc, &bt)
+            self._launch_addresses(ptrs, count, pc)
         finally:
             free(ptrs)
         return c

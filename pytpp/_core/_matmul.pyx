@@ -280,15 +280,9 @@ def gemm_prepacked(cnp.ndarray a, cnp.ndarray packed, int64_t n, cnp.ndarray c,
     cdef pytpp_mm_blocking bk
     to_blocking(blk, &bk)
     cdef pytpp_mm_desc d
-    cdef int na = cnp.PyArray_NDIM(a), nc = cnp.PyArray_NDIM(c)
-    cdef int64_t ea = cnp.PyArray_ITEMSIZE(a), ec = cnp.PyArray_ITEMSIZE(c)
-    d.m = cnp.PyArray_DIM(a, na - 2)
-    d.k = cnp.PyArray_DIM(a, na - 1)
+    fill_desc(&d, a, a, c, dt)   # (no B: it is packed)
     d.n = n
-    d.rsa, d.csa = cnp.PyArray_STRIDE(a, na - 2) // ea, cnp.PyArray_STRIDE(a, na - 1) // ea
     d.rsb = d.csb = 0
-    d.ldc = cnp.PyArray_STRIDE(c, nc - 2) // ec
-    d.dtype = dt
     cdef int64_t count = off_a.shape[0]
     if off_c.shape[0] != count:
         raise ValueError("offset arrays differ in length")

@@ -132,11 +132,7 @@ def _matmul_general(a, b, out, dtype):
     b = ops.as_operand(b, "b")
     a2, b2, lead, m, k, n, shape = _result_shape(a, b)
     dt_code, op_dtype, result = _resolve_dtypes(a, b, dtype, out)
-    out_given = out is not None
-    if out_given:
-        ops.check_out(out, shape, result)
-    else:
-        out = np.empty(shape, result)
+    out, out_given = ops.result_array(out, shape, result)
     if out.size == 0:
         return out
     if k == 0:

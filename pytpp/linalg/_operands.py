@@ -53,6 +53,14 @@ def check_out(out, shape, result, fn=FN):
     _validate.check_out(out, shape, result, fn)
 
 
+def result_array(out, shape, result, fn=FN):
+    """(the array the result goes to, whether the caller gave it): `out` checked, or a new one."""
+    if out is None:
+        return np.empty(shape, result), False
+    check_out(out, shape, result, fn)
+    return out, True
+
+
 def scalar_if_0d(out, out_given):
     """numpy returns a scalar, not a 0-d array, for vector . vector without out=."""
     return out if out_given or out.ndim else out[()]

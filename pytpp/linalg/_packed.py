@@ -189,11 +189,7 @@ class PackedMatrix:
         shape = lead + ((m,) if not a_vec else ()) + (n,)
         acc = np.dtype(np.float32) if self._code == _cm.DT_BF16 else self.dtype
         result = acc if dtype is None else ops.result_dtype_arg(dtype)
-        out_given = out is not None
-        if out_given:
-            ops.check_out(out, shape, result)
-        else:
-            out = np.empty(shape, result)
+        out, out_given = ops.result_array(out, shape, result)
         if out.size == 0:
             return out
         view = np.expand_dims(out, -2) if a_vec else out
