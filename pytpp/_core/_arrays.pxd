@@ -85,3 +85,14 @@ cdef inline char *operand(object arr, str fn, str name, int typenum, int64_t nee
         size[0] = cnp.PyArray_SIZE(x)
     cdef char *p = <char *>cnp.PyArray_DATA(x)
     return p if p != NULL else <char *>1   # never dereferenced past the extent checks
+
+
+cdef inline int64_t operand_layout(bint trans, int64_t rows, int64_t cols, int64_t ld,
+                                   int64_t *rs, int64_t *cs) noexcept:
+    """Element strides (row, column) of a rows x cols operand stored row-major with row stride
+    ld, or stored transposed (cols x rows); returns the elements it spans (0 when empty)."""
+    if trans:
+        rs[0], cs[0] = 1, ld
+        return 0 if rows == 0 or cols == 0 else (cols - 1) * ld + rows
+    rs[0], cs[0] = ld, 1
+    return 0 if rows == 0 or cols == 0 else (rows - 1) * ld + cols

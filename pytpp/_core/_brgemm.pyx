@@ -3,7 +3,8 @@
 by ``pytpp.brgemm``. Validation happens here, with the GIL; the C engine runs without it."""
 import numpy as np
 cimport numpy as cnp
-from pytpp._core._arrays cimport dtype_code, elem_strides, disjoint, operand, overlaps
+from pytpp._core._arrays cimport (dtype_code, elem_strides, disjoint, operand, operand_layout,
+                                  overlaps)
 from libc.stdint cimport int64_t, intptr_t
 from libc.stdlib cimport malloc, free
 from pytpp._core.cengine cimport *
@@ -59,18 +60,8 @@ cdef class BrgemmKernel:
         self.desc.m, self.desc.n, self.desc.k = m, n, k
         self.desc.dtype = dtype
         self.desc.alpha, self.desc.beta = alpha, beta
-        if trans_a:   # A_i stored k x m
-            self.desc.rsa, self.desc.csa = 1, lda
-            self.ext_a = 0 if m == 0 or k == 0 else (k - 1) * lda + m
-        else:
-            self.desc.rsa, self.desc.csa = lda, 1
-            self.ext_a = 0 if m == 0 or k == 0 else (m - 1) * lda + k
-        if trans_b:   # B_i stored n x k
-            self.desc.ldb, self.desc.csb = 1, ldb
-            self.ext_b = 0 if n == 0 or k == 0 else (n - 1) * ldb + k
-        else:
-            self.desc.ldb, self.desc.csb = ldb, 1
-            self.ext_b = 0 if n == 0 or k == 0 else (k - 1) * ldb + n
+        self.ext_a = operand_layout(trans_a, m, k, lda, &self.desc.rsa, &self.desc.csa)
+        self.ext_b = operand_layout(trans_b, k, n, ldb, &self.desc.ldb, &self.desc.csb)
         self.desc.ldc = ldc
         self.ext_c = 0 if m == 0 or n == 0 else (m - 1) * ldc + n
         self.mode = mode

@@ -181,25 +181,24 @@ cdef inline void fill_desc(pytpp_mm_desc *d, cnp.ndarray a, cnp.ndarray b, cnp.n
 def gemm_blocked(cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, int dt, int isa, dict blk,
                  int bf16_kernel=0):
     """`gemm` with explicit blocking (a dict like `blocking()` returns): tuning and tests."""
-    cdef pytpp_mm_kernels ks
-    select(dt, isa, bf16_kernel, &ks)
-    cdef pytpp_mm_blocking bk
-    to_blocking(blk, &bk)
-    cdef pytpp_mm_desc d
-    fill_desc(&d, a, b, c, dt)
-    run_blocked(&ks, &bk, &d, cnp.PyArray_DATA(a), cnp.PyArray_DATA(b), cnp.PyArray_DATA(c))
+    return gemm(a, b, c, dt, isa, bf16_kernel, blk)
     return c
 
 
-def gemm(cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, int dt, int isa, int bf16_kernel=0):
+def gemm(cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, int dt, int isa, int bf16_kernel=0,
+         dict blk=None):
     """c = a @ b for 2-D a (m, k), b (k, n) of the compute dtype `dt` (bf16 as its 2-byte dtype)
-    and c (m, n) float32/float64 with unit column stride. The caller validated everything."""
+    and c (m, n) float32/float64 with unit column stride, blocked for the caches (or by `blk`).
+    The caller validated everything."""
     cdef pytpp_mm_kernels ks
     select(dt, isa, bf16_kernel, &ks)
     cdef pytpp_mm_desc d
     fill_desc(&d, a, b, c, dt)
     cdef pytpp_mm_blocking bk
-    pytpp_mm_blocking_init(&ks, cache_info(), dt, &bk)
+    if blk is None:
+        pytpp_mm_blocking_init(&ks, cache_info(), dt, &bk)
+    else:
+        to_blocking(blk, &bk)
     run_blocked(&ks, &bk, &d, cnp.PyArray_DATA(a), cnp.PyArray_DATA(b), cnp.PyArray_DATA(c))
     return c
 

@@ -4,7 +4,7 @@
 Validation happens here or in the Python callers, with the GIL; the C engine runs without it."""
 import numpy as np
 cimport numpy as cnp
-from pytpp._core._arrays cimport dtype_code, elem_strides, operand, overlaps
+from pytpp._core._arrays cimport dtype_code, elem_strides, operand, operand_layout, overlaps
 
 _FN = "pytpp.tpp.gemm kernel"
 from libc.stdint cimport int64_t
@@ -163,22 +163,10 @@ cdef class GemmKernel:
                  int64_t ldb, int64_t ldc, bint trans_a, bint trans_b, double alpha, double beta,
                  descriptor):
         cdef int64_t rsa, csa, rsb, csb
-        if trans_a:   # A stored k x m
-            rsa, csa = 1, lda
-            self.blk_a = k * lda
-            self.ext_a = 0 if m == 0 or k == 0 else (k - 1) * lda + m
-        else:
-            rsa, csa = lda, 1
-            self.blk_a = m * lda
-            self.ext_a = 0 if m == 0 or k == 0 else (m - 1) * lda + k
-        if trans_b:   # B stored n x k
-            rsb, csb = 1, ldb
-            self.blk_b = n * ldb
-            self.ext_b = 0 if n == 0 or k == 0 else (n - 1) * ldb + k
-        else:
-            rsb, csb = ldb, 1
-            self.blk_b = k * ldb
-            self.ext_b = 0 if n == 0 or k == 0 else (k - 1) * ldb + n
+        self.ext_a = operand_layout(trans_a, m, k, lda, &rsa, &csa)
+        self.ext_b = operand_layout(trans_b, k, n, ldb, &rsb, &csb)
+        self.blk_a = (k if trans_a else m) * lda     # a block spans its stored rows
+        self.blk_b = (n if trans_b else k) * ldb
         self.blk_c = m * ldc
         self.ext_c = 0 if m == 0 or n == 0 else (m - 1) * ldc + n
         make_plan(&self.plan, isa, dtype, m, n, k, rsa, csa, rsb, csb, ldc, 1, alpha, beta)
