@@ -11,9 +11,9 @@ array([[20., 20., 20.],
 """
 from pytpp.tpp._cache import clear as clear_cache
 from pytpp.tpp._gemm import brgemm
-from pytpp.tpp._eltwise import (BINARY_OPS, TERNARY_OPS, UNARY_OPS, binary, ternary,  # noqa: E402
-                                unary)
+from pytpp.tpp._eltwise import (BINARY_OPS, TERNARY_OPS, UNARY_OPS, approx_choices,  # noqa: E402
+                                binary, ternary, unary)
 from pytpp.tpp._smallgemm import gemm  # noqa: E402
 
-__all__ = ["brgemm", "gemm", "clear_cache", "unary", "binary", "ternary", "UNARY_OPS",
+__all__ = ["brgemm", "gemm", "clear_cache", "unary", "binary", "ternary", "approx_choices", "UNARY_OPS",
            "BINARY_OPS", "TERNARY_OPS"]

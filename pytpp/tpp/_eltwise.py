@@ -43,8 +43,13 @@ BINARY_OPS = tuple(_BINARY) + ("compare", "pack")
 TERNARY_OPS = tuple(_TERNARY) + ("blend",)
 
 def approx_choices(op):
-    """The approx= values op takes: False, and where it has approximations True and their
-    names."""
+    """The approx= values unary op `op` takes: False, and where it has approximations, True
+    and their names.
+
+    >>> import pytpp
+    >>> pytpp.tpp.approx_choices("sigmoid")
+    (False, True, 'approx', 'pade')
+    """
     named = tuple(_APPROXIMATIONS.get(op, {}))
     return (False, True) + named if named else (False,)
 
