@@ -15,5 +15,5 @@ from pytpp.tpp._eltwise import (BINARY_OPS, TERNARY_OPS, UNARY_OPS, approx_choic
                                 binary, ternary, unary)
 from pytpp.tpp._smallgemm import gemm  # noqa: E402
 
-__all__ = ["brgemm", "gemm", "clear_cache", "unary", "binary", "ternary", "approx_choices", "UNARY_OPS",
-           "BINARY_OPS", "TERNARY_OPS"]
+__all__ = ["brgemm", "gemm", "clear_cache", "unary", "binary", "ternary", "approx_choices",
+           "UNARY_OPS", "BINARY_OPS", "TERNARY_OPS"]
