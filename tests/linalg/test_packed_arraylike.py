@@ -105,6 +105,8 @@ print(pytpp.available_isas()[-1], p.isa, gemm.isa, brgemm.isa, relu.isa, err)
 
 
 @pytest.mark.skipif(QEMU is None, reason="qemu-user is not installed (apt-get install qemu-user)")
+@pytest.mark.skipif("asan" in os.environ.get("LD_PRELOAD", ""),
+                    reason="a sanitizer run: ASan's shadow memory does not map under qemu-user")
 def test_unpickled_on_an_older_cpu(tmp_path, rng):
     """A pack and handles pickled here, loaded by a whole Python process that qemu-user runs as
     an older CPU (without this machine's best ISA level): they must re-dispatch for that CPU,
