@@ -343,6 +343,13 @@ def gelu(x, approximate="none", *, approx=False, out=None):
 
 
 def _backward(name, code, grad, x, xname, out):
+    y = _plain_out(grad, out)
+    if (y is not None and type(x) is np.ndarray and x.dtype == grad.dtype and x.shape == grad.shape
+            and x.flags.c_contiguous and (out is None or not np.may_share_memory(out, x))):
+        dt = _DT[grad.dtype]
+        _ew.run(_ew.KIND_BINARY, code, 1, grad.size, ((grad, grad.size, dt, 0), (x, x.size, dt, 0)),
+                (y, y.size, dt), 0 if dt == 0 else 1, _runtime.active_isa_index())
+        return y
     fn = f"pytpp.nn.{name}"
     g = _validate.elementwise_operand(grad, "grad", fn)
     v = _validate.elementwise_operand(x, xname, fn)
