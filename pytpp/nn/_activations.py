@@ -21,11 +21,11 @@ from pytpp.tpp import _eltwise as _eltwise_tpp
 BF16 = _validate.BF16
 FLOATS = _validate.ENGINE_FLOATS
 _F64, _F32, _F16 = _validate.F64, _validate.F32, _validate.F16
-_DT = {_F64: 0, _F32: 1, BF16: 2}
+_DT = {_F64: _ew.F64, _F32: _ew.F32, BF16: _ew.BF16}   # storage dtype codes
 
 # op codes by name, from the C op lists (through the TPP layer's tables)
-_U = _eltwise_tpp._UNARY
-_B = _eltwise_tpp._BACKWARD
+_U = _eltwise_tpp.MATH_CODES
+_B = _eltwise_tpp.BACKWARD_CODES
 
 
 def _operand(x, name, fn):
@@ -97,7 +97,8 @@ def _plan2d(shape, arrays):
 
 
 def _cdt(*dts):
-    return 0 if _F64 in dts else 1   # dtype == dtype: no conversion of a type object per test
+    """Compute dtype code: float64 if any storage dtype is, else float32."""
+    return _ew.F64 if _F64 in dts else _ew.F32
 
 
 def _fold(shape, arrays):
@@ -168,7 +169,7 @@ def _unary(name, code, x, out):
     if y is not None:
         dt = _DT[x.dtype]
         _ew.run(_ew.KIND_UNARY, code, 1, x.size, ((x, x.size, dt, 0),), (y, x.size, dt),
-                0 if dt == 0 else 1, _runtime.active_isa_index())
+                _ew.F64 if dt == _ew.F64 else _ew.F32, _runtime.active_isa_index())
         return y
     fn = f"pytpp.nn.{name}"
     x, result = _operand(x, "x", fn)
@@ -348,7 +349,7 @@ def _backward(name, code, grad, x, xname, out):
             and x.flags.c_contiguous and (out is None or not np.may_share_memory(out, x))):
         dt = _DT[grad.dtype]
         _ew.run(_ew.KIND_BINARY, code, 1, grad.size, ((grad, grad.size, dt, 0), (x, x.size, dt, 0)),
-                (y, y.size, dt), 0 if dt == 0 else 1, _runtime.active_isa_index())
+                (y, y.size, dt), _ew.F64 if dt == _ew.F64 else _ew.F32, _runtime.active_isa_index())
         return y
     fn = f"pytpp.nn.{name}"
     g = _validate.elementwise_operand(grad, "grad", fn)
@@ -385,8 +386,8 @@ _BACKWARD_INPUT = {"relu": ("x", "The forward input"), "tanh": ("y", "The forwar
 def _backward_doc(f):
     """Fill the shared Parameters/Returns of an activation's backward function."""
     xname, xdesc = _BACKWARD_INPUT[f.__name__[:-len("_backward")]]
-    approximate = ("\n    approximate : {'none', 'tanh'}\n        The form whose exact derivative is "
-                   "taken.") if f.__name__ == "gelu_backward" else ""
+    approximate = ("\n    approximate : {'none', 'tanh'}\n        The form whose exact derivative "
+                   "is taken.") if f.__name__ == "gelu_backward" else ""
     f.__doc__ = f.__doc__.replace("{params}", _BACKWARD_DOC.format(
         xname=xname, xdesc=xdesc, approximate=approximate).rstrip() + "\n")
     return f
@@ -529,7 +530,8 @@ def softmax(x, axis=-1, *, approx=False, out=None, dim=None):
             n = x.shape[-1]
             dt = _DT[x.dtype]
             _ew.run(_ew.KIND_SOFTMAX, 0, x.size // n, n, ((x, n, dt, 0),), (y, n, dt),
-                    0 if dt == 0 else 1, _runtime.active_isa_index(), approx=int(approx))
+                    _ew.F64 if dt == _ew.F64 else _ew.F32, _runtime.active_isa_index(),
+                    approx=int(approx))
             return y
     fn = "pytpp.nn.softmax"
     x, result = _operand(x, "x", fn)

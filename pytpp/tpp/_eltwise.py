@@ -26,9 +26,9 @@ _APPROXIMATIONS = {}      # exact op -> {approximation suffix: code}, the approx
 for _name, _exact in _ew.APPROX_OF.items():
     _APPROXIMATIONS.setdefault(_exact, {})[_name[len(_exact) + 1:]] = _ew.UNARY_CODES[_name]
 # unary math ops by name (approximations are reached through approx=)
-_UNARY = {name: code for name, code in _ew.UNARY_CODES.items() if name not in _ew.APPROX_OF}
+MATH_CODES = {name: code for name, code in _ew.UNARY_CODES.items() if name not in _ew.APPROX_OF}
 # activation backward forms: binary kernels (gradient, forward input or output)
-_BACKWARD = {name: code for name, code in _ew.BINARY_CODES.items() if name.endswith("_inv")}
+BACKWARD_CODES = {name: code for name, code in _ew.BINARY_CODES.items() if name.endswith("_inv")}
 _BINARY = dict(_ew.BINARY_CODES)
 _CMP = dict(_ew.CMP_CODES)
 _TERNARY = dict(_ew.TERNARY_CODES)
@@ -36,7 +36,7 @@ _REDUCE = dict(_ew.REDUCE_CODES)
 # spellings of approx= that still work but are deprecated, and what they mean
 _APPROX_ALIASES = {None: False, "none": False, "exact": False, "fast": True}
 
-UNARY_OPS = tuple(_UNARY) + tuple(_BACKWARD) + (
+UNARY_OPS = tuple(MATH_CODES) + tuple(BACKWARD_CODES) + (
     "dropout", "dropout_inv", "rand", "reduce", "transpose", "vnni", "vnni_transpose",
     "gather_rows", "scatter_rows", "replicate_col", "unpack")
 BINARY_OPS = tuple(_BINARY) + ("compare", "pack")
@@ -63,7 +63,7 @@ def resolve_unary(op, approx, fn, stacklevel=3):
                       f"{_APPROX_ALIASES[approx]}", DeprecationWarning, stacklevel=stacklevel)
         approx = _APPROX_ALIASES[approx]
     if approx is False:
-        return _UNARY[op]
+        return MATH_CODES[op]
     named = _APPROXIMATIONS.get(op)
     if not named:
         raise ValueError(f"{fn}: op {op!r} has no approximation; use approx=False")
@@ -143,7 +143,7 @@ def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi
     bc = bcast_code(bcast, "bcast", fn)
     ldi, ldo = lds(m, n, (ldi, ldo), ("ldi", "ldo"), fn, (bc,))
     isa = _runtime.get_isa()
-    code = resolve_unary(op, approx, fn) if op in _UNARY else None
+    code = resolve_unary(op, approx, fn) if op in MATH_CODES else None
     key = ("unary", op, m, n, dt, odt, cdt, ldi, ldo, bc, code, float(p), int(seed), isa)
     kern = _cache.lookup(key)
     if kern is not None:
@@ -151,12 +151,12 @@ def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi
     desc = dict(op=op, m=m, n=n, dtype=dt.name, out_dtype=odt.name, compute_dtype=cdt.name,
                 ldi=ldi, ldo=ldo, bcast=bcast)
     ldm = (n + 7) // 8
-    if op in _UNARY:
+    if op in MATH_CODES:
         desc["approx"] = approx
         kern = EltwiseKernel(fn, _ew.KIND_UNARY, "unary", code, m, n, (dt,), (ldi,), (bc,), odt,
                              ldo, cdt, isa, desc)
-    elif op in _BACKWARD:
-        kern = EltwiseKernel(fn, _ew.KIND_BINARY, "unary", _BACKWARD[op], m, n, (dt, dt),
+    elif op in BACKWARD_CODES:
+        kern = EltwiseKernel(fn, _ew.KIND_BINARY, "unary", BACKWARD_CODES[op], m, n, (dt, dt),
                              (ldi, ldi), (bc, bc), odt, ldo, cdt, isa, desc)
     elif op in ("dropout", "dropout_inv"):
         p = float(p)
