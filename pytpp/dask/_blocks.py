@@ -1,0 +1,59 @@
+"""The functions dask tasks run on workers: one pytpp call per block (or per pair of blocks).
+
+Each task first makes sure its process runs pytpp with the threads its dask worker was given
+(`worker_threads`), so a host with several worker processes never runs workers x cores threads.
+"""
+import numpy as np
+
+import pytpp
+
+_configured = {}
+
+
+def worker_threads():
+    """Set pytpp's threads to the calling dask worker's thread count, once per process. Outside a
+    worker (the local and threaded schedulers) nothing changes."""
+    try:
+        from distributed import get_worker
+        worker = get_worker()
+    except (ImportError, ValueError):
+        return
+    nthreads = worker.state.nthreads
+    if _configured.get("nthreads") != nthreads:
+        pytpp.set_num_threads(nthreads)
+        _configured["nthreads"] = nthreads
+
+
+def matmul_partial(a, b):
+    """One k chunk's product for dask's matmul layout: the contraction axis put back (length 1)
+    in the second-to-last place, where the tree sum over k chunks expects it."""
+    worker_threads()
+    return pytpp.matmul(a, b)[..., np.newaxis, :]
+
+
+def matmul_slab(a, b):
+    """A whole output block from the full k slabs of a and b: one GEMM, no partial products."""
+    worker_threads()
+    return pytpp.matmul(a, b)
+
+
+def sum_blocks(blocks, axis=None, keepdims=False):
+    """Sum of partial results (a list, or one array) over `axis`, accumulated in place."""
+    if not isinstance(blocks, list):
+        return blocks.sum(axis=axis, keepdims=keepdims)
+    total = blocks[0].sum(axis=axis, keepdims=keepdims)
+    for blk in blocks[1:]:
+        total += blk.sum(axis=axis, keepdims=keepdims)
+    return total
+
+
+def brgemm_partial(a, b):
+    """sum_i a[i] @ b[i] of one batch chunk, with a leading length-1 axis for the tree sum."""
+    worker_threads()
+    return pytpp.brgemm(a, b)[np.newaxis]
+
+
+def elementwise(*arrays, op, **kwargs):
+    """pytpp.nn.<op> of one block (or of the blocks of grad and x for a backward form)."""
+    worker_threads()
+    return getattr(pytpp.nn, op)(*arrays, **kwargs)
