@@ -71,7 +71,7 @@ def main(argv=None):
     pd = sub.add_parser("demo", help="run BRGEMM on built-in random data at every ISA level")
     pd.set_defaults(fn=_demo)
     pb = sub.add_parser("bench", help="benchmarks against numpy/scipy/torch, in one run")
-    pb.add_argument("cases", nargs="*", help="benchmark names (default: all); see --list")
+    pb.add_argument("cases", nargs="*", help="benchmark names (default: all but dask); see --list")
     pb.add_argument("--list", action="store_true", help="print the benchmark names and exit")
     pb.add_argument("--threads", default="1", help="comma-separated thread counts, e.g. 1,2")
     pb.add_argument("--quick", action="store_true", help="fewer repetitions and sizes")

@@ -4,6 +4,7 @@ Rules (PERF-NOTES): reuse output buffers, warm up, time many short repetitions, 
 best, and compare against the peers measured in the same run. Rates are also shown as % of the
 peak measured at the start of the run (`python -m pytpp info` loops).
 """
+import importlib
 import statistics
 import time
 
@@ -14,7 +15,7 @@ from pytpp import _info
 
 def optional_import(name):
     try:
-        return __import__(name)
+        return importlib.import_module(name)
     except Exception:  # noqa: BLE001 - a broken optional peer is just absent
         return None
 

@@ -11,8 +11,13 @@ def available():
                   if not m.name.startswith("_") and m.name != "run")
 
 
+def _in_default_run(name):
+    # a module that starts its own cluster (dask) runs only when named
+    return getattr(importlib.import_module(f"pytpp.benchmarks.{name}"), "IN_DEFAULT_RUN", True)
+
+
 def main(cases=(), threads="1", quick=False, repeats=None):
-    names = list(cases) or available()
+    names = list(cases) or [n for n in available() if _in_default_run(n)]
     unknown = [c for c in names if c not in available()]
     if unknown:
         raise SystemExit(f"unknown benchmark(s) {unknown}; available: {available()}")
