@@ -4,7 +4,7 @@
  * eltwise_table.inc). Adding an op is one entry here (with its vector function, if new) and its
  * tests.
  *
- * The expressions are read only by the kernel template, in terms of its shim (E_* vector
+ * The expressions are read only by the kernel template, in terms of its shim (V_* vector
  * operations on vec_t x, y; float64 scalars x, y); everywhere else an entry's trailing arguments
  * are ignored. The name is the op's name in pytpp.tpp, and the kernel symbol is
  * tpp_ew_<name>_<dtype>_<isa>_row (eltwise_ukr.inc, EW_FN). */
@@ -15,15 +15,15 @@
  * prefetch: software prefetch in the streaming form (it costs the 1-3.5 cycle ops 10-20% on
  * Zen 3, whose hardware prefetcher keeps up with them alone). */
 #define PYTPP_EW_UNARY_SIMPLE(X)                                                               \
-    X(SQUARE, square, 0, E_MUL(x, x))                                                          \
-    X(INC, increment, 0, E_ADD(x, E_SET1(1)))                                                  \
-    X(DEC, decrement, 0, E_SUB(x, E_SET1(1)))                                                  \
-    X(NEGATE, negate, 0, E_SUB(E_ZERO(), x))                                                   \
-    X(ABS, abs, 0, E_ABS(x))                                                                   \
-    X(SQRT, sqrt, 1, E_SQRT(x))                                                                \
-    X(RECIPROCAL, reciprocal, 0, E_DIV(E_SET1(1), x))                                          \
-    X(RSQRT, rsqrt, 1, E_DIV(E_SET1(1), E_SQRT(x)))                                            \
-    X(RELU, relu, 0, E_MAX(E_ZERO(), x))
+    X(SQUARE, square, 0, V_MUL(x, x))                                                          \
+    X(INC, increment, 0, V_ADD(x, V_SET1(1)))                                                  \
+    X(DEC, decrement, 0, V_SUB(x, V_SET1(1)))                                                  \
+    X(NEGATE, negate, 0, V_SUB(V_ZERO(), x))                                                   \
+    X(ABS, abs, 0, V_ABS(x))                                                                   \
+    X(SQRT, sqrt, 1, V_SQRT(x))                                                                \
+    X(RECIPROCAL, reciprocal, 0, V_DIV(V_SET1(1), x))                                          \
+    X(RSQRT, rsqrt, 1, V_DIV(V_SET1(1), V_SQRT(x)))                                            \
+    X(RELU, relu, 0, V_MAX(V_ZERO(), x))
 
 /* Transcendental unary ops: X(ENUM, name, float32 vector expression, float64 scalar expression).
  * float32 is vectorised in eltwise_math.inc (within a few ulp); float64 calls libm per element. */
@@ -58,29 +58,29 @@
  * are activation backward passes: x = incoming gradient, y = the forward input (relu, gelu) or
  * the forward output (tanh, sigmoid, exp). */
 #define PYTPP_EW_BINARY_SIMPLE(X)                                                              \
-    X(ADD, add, E_ADD(x, y))                                                                   \
-    X(SUB, sub, E_SUB(x, y))                                                                   \
-    X(MUL, mul, E_MUL(x, y))                                                                   \
-    X(DIV, div, E_DIV(x, y))                                                                   \
-    X(MAX, max, E_MAX(y, x))                                                                   \
-    X(MIN, min, E_MIN(y, x))                                                                   \
-    X(RELU_INV, relu_inv, E_SEL(E_CMP(y, E_ZERO(), EW_PRED_GT), E_ZERO(), x))                  \
-    X(TANH_INV, tanh_inv, E_MUL(x, E_FNMA(y, y, E_SET1(1))))                                   \
-    X(SIGMOID_INV, sigmoid_inv, E_MUL(x, E_MUL(y, E_SUB(E_SET1(1), y))))                       \
-    X(EXP_INV, exp_inv, E_MUL(x, y))
+    X(ADD, add, V_ADD(x, y))                                                                   \
+    X(SUB, sub, V_SUB(x, y))                                                                   \
+    X(MUL, mul, V_MUL(x, y))                                                                   \
+    X(DIV, div, V_DIV(x, y))                                                                   \
+    X(MAX, max, V_MAX(y, x))                                                                   \
+    X(MIN, min, V_MIN(y, x))                                                                   \
+    X(RELU_INV, relu_inv, V_SEL(V_CMP(y, V_ZERO(), EW_PRED_GT), V_ZERO(), x))                  \
+    X(TANH_INV, tanh_inv, V_MUL(x, V_FNMA(y, y, V_SET1(1))))                                   \
+    X(SIGMOID_INV, sigmoid_inv, V_MUL(x, V_MUL(y, V_SUB(V_SET1(1), y))))                       \
+    X(EXP_INV, exp_inv, V_MUL(x, y))
 
 /* Binary ops with transcendental parts: X(ENUM, name, float32 vector expression, float64 scalar
  * expression). */
 #define PYTPP_EW_BINARY_MATH(X)                                                                \
-    X(GELU_INV, gelu_inv, E_MUL(x, ew_gelu_grad(y)), x * ew_gelu_grad_d(y))                    \
-    X(GELU_TANH_INV, gelu_tanh_inv, E_MUL(x, ew_gelu_tanh_grad(y)), x * ew_gelu_tanh_grad_d(y))
+    X(GELU_INV, gelu_inv, V_MUL(x, ew_gelu_grad(y)), x * ew_gelu_grad_d(y))                    \
+    X(GELU_TANH_INV, gelu_tanh_inv, V_MUL(x, ew_gelu_tanh_grad(y)), x * ew_gelu_tanh_grad_d(y))
 
 #define PYTPP_EW_BINARY_OPS(X) PYTPP_EW_BINARY_SIMPLE(X) PYTPP_EW_BINARY_MATH(X)
 
 /* Ternary ops: X(ENUM, name, vector expression of x, y, z). */
 #define PYTPP_EW_TERNARY_OPS(X)                                                                \
-    X(MULADD, muladd, E_FMA(x, y, z))                                                          \
-    X(NMULADD, nmuladd, E_FNMA(x, y, z))
+    X(MULADD, muladd, V_FMA(x, y, z))                                                          \
+    X(NMULADD, nmuladd, V_FNMA(x, y, z))
 
 /* Comparisons (binary "compare" -> bitmask): X(ENUM, name, predicate of the shim) */
 #define PYTPP_EW_CMP_OPS(X)                                                                    \

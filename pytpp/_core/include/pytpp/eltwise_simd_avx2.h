@@ -1,7 +1,7 @@
-/* Element-wise vector shim for AVX2 + FMA. Masks are lane vectors (all-ones / zero). */
-#include <immintrin.h>
+/* Element-wise vector shim for AVX2 + FMA: the GEMM shim's V_* vocabulary and the operations
+ * only element-wise kernels need. Masks are lane vectors (all-ones / zero). */
+#include "pytpp/simd_avx2.h"
 
-#define EW_ISA_NAME avx2
 #define EW_PRED_EQ _CMP_EQ_OQ
 #define EW_PRED_NE _CMP_NEQ_UQ
 #define EW_PRED_LT _CMP_LT_OQ
@@ -9,47 +9,30 @@
 #define EW_PRED_GT _CMP_GT_OQ
 #define EW_PRED_GE _CMP_GE_OQ
 
-static const int32_t ew_avx2_mask32[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-static const int64_t ew_avx2_mask64[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
-
 #if defined(PYTPP_DT_F32)
-typedef float elem_t;
-typedef __m256 vec_t;
-typedef __m256i mask_t;
 typedef __m256 cmask_t;
 typedef __m256i ivec_t;
 typedef struct { __m256 lo, hi; } lut_t;
-#define VL 8
-#define E_ZERO() _mm256_setzero_ps()
-#define E_SET1(x) _mm256_set1_ps(x)
-#define E_LOAD(p) _mm256_loadu_ps(p)
-#define E_LOADM(p, m) _mm256_maskload_ps((p), (m))
-#define E_LOADMF(p, m, f) _mm256_blendv_ps((f), _mm256_maskload_ps((p), (m)), _mm256_castsi256_ps(m))
-#define E_STORE(p, v) _mm256_storeu_ps((p), (v))
-#define E_STOREM(p, m, v) _mm256_maskstore_ps((p), (m), (v))
-#define E_MASK_FIRST(r) _mm256_loadu_si256((const __m256i *)(ew_avx2_mask32 + 8 - (r)))
-#define E_ADD _mm256_add_ps
-#define E_SUB _mm256_sub_ps
-#define E_MUL _mm256_mul_ps
-#define E_DIV _mm256_div_ps
-#define E_FMA _mm256_fmadd_ps
-#define E_FNMA _mm256_fnmadd_ps
-#define E_FMS _mm256_fmsub_ps
-#define E_MAX _mm256_max_ps
-#define E_MIN _mm256_min_ps
-#define E_SQRT _mm256_sqrt_ps
-#define E_ABS(a) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), (a))
-#define E_ROUND(a) _mm256_round_ps((a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define E_CMP(a, b, P) _mm256_cmp_ps((a), (b), (P))
-#define E_SEL(m, a, b) _mm256_blendv_ps((a), (b), (m))
+#define V_LOADMF(p, m, f) _mm256_blendv_ps((f), _mm256_maskload_ps((p), (m)), _mm256_castsi256_ps(m))
+#define V_SUB _mm256_sub_ps
+#define V_DIV _mm256_div_ps
+#define V_FNMA _mm256_fnmadd_ps
+#define V_FMS _mm256_fmsub_ps
+#define V_MAX _mm256_max_ps
+#define V_MIN _mm256_min_ps
+#define V_SQRT _mm256_sqrt_ps
+#define V_ABS(a) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), (a))
+#define V_ROUND(a) _mm256_round_ps((a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define V_CMP(a, b, P) _mm256_cmp_ps((a), (b), (P))
+#define V_SEL(m, a, b) _mm256_blendv_ps((a), (b), (m))
 /* b where x has its sign bit set (x < 0, -0, negative NaN), else a: blendv reads the sign */
-#define E_SEL_NEG(x, a, b) _mm256_blendv_ps((a), (b), (x))
-#define E_CMASK_BITS(m) ((uint32_t)_mm256_movemask_ps(m))
-#define E_CMASK_FROM_BITS(b) _mm256_castsi256_ps(_mm256_cmpeq_epi32(                       \
+#define V_SEL_NEG(x, a, b) _mm256_blendv_ps((a), (b), (x))
+#define V_CMASK_BITS(m) ((uint32_t)_mm256_movemask_ps(m))
+#define V_CMASK_FROM_BITS(b) _mm256_castsi256_ps(_mm256_cmpeq_epi32(                       \
     _mm256_and_si256(_mm256_set1_epi32((int)(b)), _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128)), \
     _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128)))
-#define E_CMASK_AND(a, b) _mm256_and_ps((a), (b))
-#define E_RCP_NR(d) ew_rcp_nr_avx2(d)
+#define V_CMASK_AND(a, b) _mm256_and_ps((a), (b))
+#define V_RCP_NR(d) ew_rcp_nr_avx2(d)
 static inline __m256 ew_rcp_nr_avx2(__m256 d)
 {   /* 12-bit estimate + one Newton step (~22 bits) */
     __m256 r = _mm256_rcp_ps(d);
@@ -83,27 +66,27 @@ static inline float ew_hmul_avx2(__m256 v)
     s = _mm_mul_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
-#define E_HSUM(v) ew_hsum_avx2(v)
-#define E_HMUL(v) ew_hmul_avx2(v)
-#define E_HMAX(v) ew_hmax_avx2(v)
-#define E_HMIN(v) ew_hmin_avx2(v)
-#define E_I_CAST(v) _mm256_castps_si256(v)
-#define E_F_CAST(i) _mm256_castsi256_ps(i)
-#define E_I_SET1(x) _mm256_set1_epi32(x)
-#define E_I_LOADU(p) _mm256_loadu_si256((const __m256i *)(p))
-#define E_I_ADD _mm256_add_epi32
-#define E_I_SUB _mm256_sub_epi32
-#define E_I_MUL _mm256_mullo_epi32
-#define E_I_XOR _mm256_xor_si256
-#define E_I_AND _mm256_and_si256
-#define E_I_OR _mm256_or_si256
-#define E_I_MIN _mm256_min_epi32
-#define E_I_SLL(i, s) _mm256_slli_epi32((i), (s))
-#define E_I_SRL(i, s) _mm256_srli_epi32((i), (s))
-#define E_I_SRA(i, s) _mm256_srai_epi32((i), (s))
-#define E_I_IOTA() _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
-#define E_CVT_I(v) _mm256_cvtps_epi32(v)
-#define E_CVT_F(i) _mm256_cvtepi32_ps(i)
+#define V_HSUM(v) ew_hsum_avx2(v)
+#define V_HMUL(v) ew_hmul_avx2(v)
+#define V_HMAX(v) ew_hmax_avx2(v)
+#define V_HMIN(v) ew_hmin_avx2(v)
+#define V_I_CAST(v) _mm256_castps_si256(v)
+#define V_F_CAST(i) _mm256_castsi256_ps(i)
+#define V_I_SET1(x) _mm256_set1_epi32(x)
+#define V_I_LOADU(p) _mm256_loadu_si256((const __m256i *)(p))
+#define V_I_ADD _mm256_add_epi32
+#define V_I_SUB _mm256_sub_epi32
+#define V_I_MUL _mm256_mullo_epi32
+#define V_I_XOR _mm256_xor_si256
+#define V_I_AND _mm256_and_si256
+#define V_I_OR _mm256_or_si256
+#define V_I_MIN _mm256_min_epi32
+#define V_I_SLL(i, s) _mm256_slli_epi32((i), (s))
+#define V_I_SRL(i, s) _mm256_srli_epi32((i), (s))
+#define V_I_SRA(i, s) _mm256_srai_epi32((i), (s))
+#define V_I_IOTA() _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
+#define V_CVT_I(v) _mm256_cvtps_epi32(v)
+#define V_CVT_F(i) _mm256_cvtepi32_ps(i)
 static inline lut_t ew_lut_load_avx2(const float *p)
 {
     lut_t l = {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)};
@@ -114,8 +97,8 @@ static inline __m256 ew_lut_avx2(lut_t l, __m256i idx)
     __m256 a = _mm256_permutevar8x32_ps(l.lo, idx), b = _mm256_permutevar8x32_ps(l.hi, idx);
     return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
 }
-#define E_LUT_LOAD(p) ew_lut_load_avx2(p)
-#define E_LUT(l, idx) ew_lut_avx2((l), (idx))
+#define V_LUT_LOAD(p) ew_lut_load_avx2(p)
+#define V_LUT(l, idx) ew_lut_avx2((l), (idx))
 /* p * 2^n for integral n in [-252, 254]: two normal factors, so results underflow gradually */
 static inline __m256 ew_exp2i_avx2(__m256 p, __m256 n)
 {
@@ -125,45 +108,31 @@ static inline __m256 ew_exp2i_avx2(__m256 p, __m256 n)
     __m256i s2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(s1)), _mm256_castsi256_ps(s2));
 }
-#define E_EXP2I(p, n) ew_exp2i_avx2((p), (n))
-#define E_BF16_LOAD(p) _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16)
-#define E_BF16_STORE(p, i) _mm_storeu_si128((__m128i *)(p), \
+#define V_EXP2I(p, n) ew_exp2i_avx2((p), (n))
+#define V_BF16_LOAD(p) _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16)
+#define V_BF16_STORE(p, i) _mm_storeu_si128((__m128i *)(p), \
     _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32((i), (i)), 0x08)))
-#define E_ISNAN(v) _mm256_cmp_ps((v), (v), _CMP_UNORD_Q)
-#define E_I_SEL(m, a, b) _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), (m)))
+#define V_ISNAN(v) _mm256_cmp_ps((v), (v), _CMP_UNORD_Q)
+#define V_I_SEL(m, a, b) _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), (m)))
 #elif defined(PYTPP_DT_F64)
-typedef double elem_t;
-typedef __m256d vec_t;
-typedef __m256i mask_t;
 typedef __m256d cmask_t;
-#define VL 4
-#define E_ZERO() _mm256_setzero_pd()
-#define E_SET1(x) _mm256_set1_pd(x)
-#define E_LOAD(p) _mm256_loadu_pd(p)
-#define E_LOADM(p, m) _mm256_maskload_pd((p), (m))
-#define E_LOADMF(p, m, f) _mm256_blendv_pd((f), _mm256_maskload_pd((p), (m)), _mm256_castsi256_pd(m))
-#define E_STORE(p, v) _mm256_storeu_pd((p), (v))
-#define E_STOREM(p, m, v) _mm256_maskstore_pd((p), (m), (v))
-#define E_MASK_FIRST(r) _mm256_loadu_si256((const __m256i *)(ew_avx2_mask64 + 4 - (r)))
-#define E_ADD _mm256_add_pd
-#define E_SUB _mm256_sub_pd
-#define E_MUL _mm256_mul_pd
-#define E_DIV _mm256_div_pd
-#define E_FMA _mm256_fmadd_pd
-#define E_FNMA _mm256_fnmadd_pd
-#define E_FMS _mm256_fmsub_pd
-#define E_MAX _mm256_max_pd
-#define E_MIN _mm256_min_pd
-#define E_SQRT _mm256_sqrt_pd
-#define E_ABS(a) _mm256_andnot_pd(_mm256_set1_pd(-0.0), (a))
-#define E_ROUND(a) _mm256_round_pd((a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define E_CMP(a, b, P) _mm256_cmp_pd((a), (b), (P))
-#define E_SEL(m, a, b) _mm256_blendv_pd((a), (b), (m))
-#define E_CMASK_BITS(m) ((uint32_t)_mm256_movemask_pd(m))
-#define E_CMASK_FROM_BITS(b) _mm256_castsi256_pd(_mm256_cmpeq_epi64(                        \
+#define V_LOADMF(p, m, f) _mm256_blendv_pd((f), _mm256_maskload_pd((p), (m)), _mm256_castsi256_pd(m))
+#define V_SUB _mm256_sub_pd
+#define V_DIV _mm256_div_pd
+#define V_FNMA _mm256_fnmadd_pd
+#define V_FMS _mm256_fmsub_pd
+#define V_MAX _mm256_max_pd
+#define V_MIN _mm256_min_pd
+#define V_SQRT _mm256_sqrt_pd
+#define V_ABS(a) _mm256_andnot_pd(_mm256_set1_pd(-0.0), (a))
+#define V_ROUND(a) _mm256_round_pd((a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define V_CMP(a, b, P) _mm256_cmp_pd((a), (b), (P))
+#define V_SEL(m, a, b) _mm256_blendv_pd((a), (b), (m))
+#define V_CMASK_BITS(m) ((uint32_t)_mm256_movemask_pd(m))
+#define V_CMASK_FROM_BITS(b) _mm256_castsi256_pd(_mm256_cmpeq_epi64(                        \
     _mm256_and_si256(_mm256_set1_epi64x((long long)(b)), _mm256_setr_epi64x(1, 2, 4, 8)),     \
     _mm256_setr_epi64x(1, 2, 4, 8)))
-#define E_CMASK_AND(a, b) _mm256_and_pd((a), (b))
+#define V_CMASK_AND(a, b) _mm256_and_pd((a), (b))
 static inline double ew_hsum_avx2d(__m256d v)
 {
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
@@ -184,26 +153,26 @@ static inline double ew_hmul_avx2d(__m256d v)
     __m128d s = _mm_mul_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
     return _mm_cvtsd_f64(_mm_mul_sd(s, _mm_unpackhi_pd(s, s)));
 }
-#define E_HSUM(v) ew_hsum_avx2d(v)
-#define E_HMUL(v) ew_hmul_avx2d(v)
-#define E_HMAX(v) ew_hmax_avx2d(v)
-#define E_HMIN(v) ew_hmin_avx2d(v)
+#define V_HSUM(v) ew_hsum_avx2d(v)
+#define V_HMUL(v) ew_hmul_avx2d(v)
+#define V_HMAX(v) ew_hmax_avx2d(v)
+#define V_HMIN(v) ew_hmin_avx2d(v)
 #endif
 #if defined(PYTPP_DT_F32)
-#define E_I_GEU_BITS(a, b) ((uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(                 \
+#define V_I_GEU_BITS(a, b) ((uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(                 \
     _mm256_cmpeq_epi32(_mm256_max_epu32((a), (b)), (a)))))
 #endif
 
 /* Large arrays: streaming stores (p 32-byte aligned) and the fence after them. */
 #if defined(PYTPP_DT_F32)
-#define E_STREAM(p, v) _mm256_stream_ps((p), (v))
+#define V_STREAM(p, v) _mm256_stream_ps((p), (v))
 /* any lane with |x| > c or NaN: the fast paths of the transcendentals cover |x| <= c */
-#define E_ANY_ABS_GT(x, c) \
-    (_mm256_movemask_ps(_mm256_cmp_ps(E_ABS(x), _mm256_set1_ps(c), _CMP_NLE_UQ)) != 0)
+#define V_ANY_ABS_GT(x, c) \
+    (_mm256_movemask_ps(_mm256_cmp_ps(V_ABS(x), _mm256_set1_ps(c), _CMP_NLE_UQ)) != 0)
 /* 16-bit halves: the low one of each 32-bit lane from lo, the high one from hi */
-#define E_I_BLEND_HI16(lo, hi) _mm256_blend_epi16((lo), (hi), 0xAA)
+#define V_I_BLEND_HI16(lo, hi) _mm256_blend_epi16((lo), (hi), 0xAA)
 #else
-#define E_STREAM(p, v) _mm256_stream_pd((p), (v))
+#define V_STREAM(p, v) _mm256_stream_pd((p), (v))
 #endif
-#define E_SFENCE() _mm_sfence()
+#define V_SFENCE() _mm_sfence()
 #define EW_ISA_AVX2 1

@@ -1,5 +1,8 @@
 /* "Vector" shim for the portable reference level: one element per vector, no masks needed.
- * The same micro-kernel template then yields plain C that any compiler can build. */
+ * The same micro-kernel template then yields plain C that any compiler can build. V_FMA is
+ * fused (one rounding) as on the vector levels. */
+#include <math.h>
+
 #define PYTPP_ISA_NAME ref
 #if defined(PYTPP_DT_F32)
 typedef float elem_t;
@@ -15,7 +18,11 @@ typedef int mask_t;
 #define V_STORE(p, v) (*(p) = (v))
 #define V_STOREM(p, m, v) (*(p) = (v))
 #define V_SET1(x) ((elem_t)(x))
-#define V_FMA(a, b, c) ((a) * (b) + (c))
+#if defined(PYTPP_DT_F32)
+#define V_FMA(a, b, c) fmaf((a), (b), (c))
+#else
+#define V_FMA(a, b, c) fma((a), (b), (c))
+#endif
 #define V_MUL(a, b) ((a) * (b))
 #define V_ADD(a, b) ((a) + (b))
 #define MASK_FIRST(r) (r)
