@@ -117,6 +117,10 @@ def kernels(level=None):
         for name in ("softmax", "dropout", "rand", "transpose", "reduce_row", "cmp", "blend"):
             rows.append((name, dt, _op_symbol(info, f"tpp_ew_{name}_"), info["symbol"],
                          info["source"]))
+    for dt, info in t["norm"].items():
+        for name in ("layer_fwd", "rms_fwd", "layer_bwd", "rms_bwd"):
+            rows.append((f"norm {name}", dt, _op_symbol(info, f"tpp_norm_{name}_"),
+                         info["symbol"], info["source"]))
     return rows
 
 
@@ -154,6 +158,7 @@ def kernel_map():
         tables += [("gemm", i) for d in ("f64", "f32") for i in t["gemm"][d]]
         tables += [("matmul", t["matmul"][d]) for d in ("f64", "f32")]
         tables += [("eltwise", t["eltwise"][d]) for d in ("f64", "f32")]
+        tables += [("norm", t["norm"][d]) for d in ("f64", "f32")]
         out.append(f"## {level}")
         out.append("")
         for family, info in tables:

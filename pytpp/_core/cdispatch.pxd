@@ -5,6 +5,7 @@ from pytpp._core.cengine cimport pytpp_gemm_kernels, PYTPP_NDTYPES, PYTPP_NISA
 from pytpp._core._matmul cimport pytpp_pk_kernels
 from pytpp._core.csmallgemm cimport pytpp_smm_kernels
 from pytpp._core.celtwise cimport pytpp_ew_kernels
+from pytpp._core.cnorm cimport pytpp_norm_kernels
 
 cdef extern from "pytpp/dispatch.h" nogil:
     enum:
@@ -19,6 +20,7 @@ cdef extern from "pytpp/dispatch.h" nogil:
         const pytpp_smm_kernels *smm[PYTPP_NDTYPES][2]
         int smm_flavours
         const pytpp_ew_kernels *eltwise[PYTPP_NDTYPES]
+        const pytpp_norm_kernels *norm[PYTPP_NDTYPES]
         int bf16_default
 
     ctypedef struct pytpp_bf16_entry:

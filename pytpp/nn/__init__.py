@@ -1,7 +1,7 @@
 """pytpp.nn: neural-network building blocks on numpy arrays.
 
 Activations, softmax and dropout (with their backward functions) run on the element-wise TPP
-engine: any float dtype (float64, float32, bfloat16), any strides, ``out=``, threads over large
+engine, layer_norm and rms_norm (and theirs) on one-pass row kernels: any float dtype (float64, float32, bfloat16), any strides, ``out=``, threads over large
 arrays.
 
 >>> import numpy as np, pytpp
@@ -11,7 +11,9 @@ array([0., 3.])
 from pytpp.nn._activations import (dropout, dropout_backward, exp, exp_backward, gelu,
                                    gelu_backward, relu, relu_backward, sigmoid, sigmoid_backward,
                                    softmax, softmax_backward, tanh, tanh_backward)
+from pytpp.nn._norms import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 
 __all__ = ["relu", "gelu", "tanh", "sigmoid", "exp", "softmax", "dropout", "relu_backward",
            "gelu_backward", "tanh_backward", "sigmoid_backward", "exp_backward",
-           "softmax_backward", "dropout_backward"]
+           "softmax_backward", "dropout_backward", "layer_norm", "layer_norm_backward",
+           "rms_norm", "rms_norm_backward"]

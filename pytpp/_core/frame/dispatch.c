@@ -10,6 +10,7 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
         .smm = {[PYTPP_F64] = {&pytpp_smm_f64_ref}, [PYTPP_F32] = {&pytpp_smm_f32_ref}},
         .smm_flavours = 1,
         .eltwise = {[PYTPP_F64] = &pytpp_ew_f64_ref, [PYTPP_F32] = &pytpp_ew_f32_ref},
+        .norm = {[PYTPP_F64] = &pytpp_norm_f64_ref, [PYTPP_F32] = &pytpp_norm_f32_ref},
         .bf16_default = PYTPP_BF16_REF,
     },
     [PYTPP_ISA_AVX2] = {
@@ -21,6 +22,7 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
                 [PYTPP_F32] = {&pytpp_smm_f32_avx2, &pytpp_smm_f32_avx2x}},
         .smm_flavours = 2,
         .eltwise = {[PYTPP_F64] = &pytpp_ew_f64_avx2, [PYTPP_F32] = &pytpp_ew_f32_avx2},
+        .norm = {[PYTPP_F64] = &pytpp_norm_f64_avx2, [PYTPP_F32] = &pytpp_norm_f32_avx2},
         /* operands widened to fp32 while packing: vdpbf16ps bits at fp32 FMA speed */
         .bf16_default = PYTPP_BF16_AVX2_WIDENED,
     },
@@ -33,6 +35,7 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
                 [PYTPP_F32] = {&pytpp_smm_f32_avx512, &pytpp_smm_f32_avx512y}},
         .smm_flavours = 2,
         .eltwise = {[PYTPP_F64] = &pytpp_ew_f64_avx512, [PYTPP_F32] = &pytpp_ew_f32_avx512},
+        .norm = {[PYTPP_F64] = &pytpp_norm_f64_avx512, [PYTPP_F32] = &pytpp_norm_f32_avx512},
         .bf16_default = PYTPP_BF16_AVX512,
     },
 };
@@ -70,8 +73,10 @@ int pytpp_dispatch_missing(int isa)
     int missing = 0;
     for (int dt = 0; dt < PYTPP_NDTYPES; ++dt) {
         const pytpp_gemm_kernels *g = lv->brgemm[dt];
-        missing += !g || !lv->packed[dt] || !lv->eltwise[dt];
-        if (!g || !lv->packed[dt] || !lv->eltwise[dt]) continue;
+        const pytpp_norm_kernels *nk = lv->norm[dt];
+        missing += !g || !lv->packed[dt] || !lv->eltwise[dt] || !nk;
+        if (!g || !lv->packed[dt] || !lv->eltwise[dt] || !nk) continue;
+        missing += !nk->layer_fwd + !nk->rms_fwd + !nk->layer_bwd + !nk->rms_bwd;
         for (int nv = 1; nv <= PYTPP_NV_MAX; ++nv)
             for (int mr = 1; mr <= g->mr_max[nv]; ++mr)
                 for (int t = 0; t < 2; ++t)

@@ -1,0 +1,56 @@
+/* Normalisation kernels (layer norm, RMS norm) over the rows of a 2D view: forward with the
+ * statistics, and backward from the saved ones. Rows are the normalised groups; every row is
+ * read once from memory (it stays in L1/L2 between the kernel's passes over it) and written once.
+ *
+ * Statistics: the mean from lane partials, then the centred sums of d = x - mean0 and d*d in a
+ * second pass over the cached row (mean = mean0 + sum(d)/n corrects the first estimate; the
+ * variance is (sum(d*d) - sum(d)^2/n)/n, never negative), so a large offset against a small
+ * spread keeps its digits. rstd = 1/sqrt(var + eps) is formed in double. */
+#ifndef PYTPP_NORM_H
+#define PYTPP_NORM_H
+#include <stdint.h>
+#include "pytpp/kernel_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* m rows of n elements (x: row stride ldx, y: ldy) of the table's dtype; w, b: n elements or
+ * NULL (scale 1, shift 0); mean, rstd: m elements written (mean may be NULL for RMS). */
+typedef void (*pytpp_norm_fwd_fn)(int64_t m, int64_t n, const void *x, int64_t ldx, const void *w,
+                                  const void *b, double eps, void *y, int64_t ldy, void *mean,
+                                  void *rstd);
+/* Backward of m rows: dx from g (ldg), x (ldx), the saved mean (NULL for RMS) and rstd, and w
+ * (NULL: 1). gw, gb (n elements, may be NULL) accumulate sum over rows of g * xhat and g. */
+typedef void (*pytpp_norm_bwd_fn)(int64_t m, int64_t n, const void *g, int64_t ldg, const void *x,
+                                  int64_t ldx, const void *mean, const void *rstd, const void *w,
+                                  void *dx, int64_t lddx, void *gw, void *gb);
+
+typedef struct pytpp_norm_kernels {
+    const char *name;          /* ISA level */
+    pytpp_table_info info;
+    int esz;                   /* element size: 4 (f32) or 8 (f64) */
+    pytpp_norm_fwd_fn layer_fwd, rms_fwd;
+    pytpp_norm_bwd_fn layer_bwd, rms_bwd;
+} pytpp_norm_kernels;
+
+enum pytpp_norm_kind { PYTPP_NORM_LAYER = 0, PYTPP_NORM_RMS = 1 };
+
+/* Drivers: rows split over up to nthreads threads. Backward gives every thread its own gw/gb
+ * partials (one allocation per call) and sums them; returns 0, or -1 when that allocation fails. */
+int pytpp_norm_forward(const pytpp_norm_kernels *kt, int kind, int64_t m, int64_t n,
+                       const void *x, int64_t ldx, const void *w, const void *b, double eps,
+                       void *y, int64_t ldy, void *mean, void *rstd, int nthreads);
+int pytpp_norm_backward(const pytpp_norm_kernels *kt, int kind, int64_t m, int64_t n,
+                        const void *g, int64_t ldg, const void *x, int64_t ldx, const void *mean,
+                        const void *rstd, const void *w, void *dx, int64_t lddx, void *gw,
+                        void *gb, int nthreads);
+
+extern const pytpp_norm_kernels pytpp_norm_f64_ref, pytpp_norm_f32_ref;
+extern const pytpp_norm_kernels pytpp_norm_f64_avx2, pytpp_norm_f32_avx2;
+extern const pytpp_norm_kernels pytpp_norm_f64_avx512, pytpp_norm_f32_avx512;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,4 @@
+/* Normalisation kernels, f64, avx512: instantiated from the shared template norm_rows.inc. */
+#define PYTPP_DT_F64
+#include "pytpp/eltwise_simd_avx512.h"
+#include "pytpp/norm_rows.inc"

@@ -1,0 +1,309 @@
+"""Layer and RMS normalisation, forward and backward, on the rows of the normalised dims.
+
+Each function views x as (rows, n) with n the product of the normalised dims, runs one kernel
+call (statistics and output in one read of each row from memory: norm.h) and returns arrays of
+numpy's shapes. float64 computes in float64; float32, bfloat16 and float16 in float32 (their
+statistics are float32)."""
+import math
+import operator
+
+import numpy as np
+
+from pytpp import _validate
+from pytpp._core import _norm
+
+__all__ = ["layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward"]
+
+
+def _compute_dtype(dtype):
+    return _validate.F64 if dtype == _validate.F64 else _validate.F32
+
+
+def _normalized_dims(x, normalized_shape, fn):
+    """The normalised trailing dims of x as a tuple, checked against x's shape."""
+    if isinstance(normalized_shape, (int, np.integer)):
+        shape = (operator.index(normalized_shape),)
+    else:
+        try:
+            shape = tuple(operator.index(d) for d in normalized_shape)
+        except TypeError:
+            raise TypeError(f"{fn}: normalized_shape must be an int or a sequence of ints, got "
+                            f"{normalized_shape!r}") from None
+    if not shape:
+        raise ValueError(f"{fn}: normalized_shape must name at least one dimension")
+    if len(shape) > x.ndim or x.shape[x.ndim - len(shape):] != shape:
+        raise ValueError(f"{fn}: normalized_shape {shape} does not match the trailing dims of x "
+                         f"(shape {x.shape})")
+    return shape
+
+
+def _eps(eps, fn):
+    try:
+        e = float(eps)
+    except (TypeError, ValueError):
+        raise TypeError(f"{fn}: eps must be a real number, got {type(eps).__name__}") from None
+    if not (e >= 0.0 and math.isfinite(e)):
+        raise ValueError(f"{fn}: eps must be finite and >= 0, got {eps!r}")
+    return e
+
+
+def _param(p, shape, name, fn, cdt):
+    """weight / bias: None, or an array of `shape`, as a contiguous 1-D array of dtype cdt."""
+    if p is None:
+        return None
+    arr = _validate.elementwise_operand(p, name, fn)
+    if arr.shape != shape:
+        raise ValueError(f"{fn}: {name} has shape {arr.shape}; expected {shape} "
+                         f"(normalized_shape)")
+    return np.ascontiguousarray(arr.reshape(-1), dtype=cdt)
+
+
+def _rows(a, m, n, cdt):
+    """a as an (m, n) array of dtype cdt with unit column stride (a copy only when needed)."""
+    r = np.asarray(a, dtype=cdt).reshape(m, n)
+    if n > 1 and r.strides[1] != r.itemsize:
+        r = np.ascontiguousarray(r)
+    if m > 1 and r.strides[0] % r.itemsize:
+        r = np.ascontiguousarray(r)
+    return r
+
+
+def _stats_operand(s, shape, name, fn, cdt):
+    arr = _validate.elementwise_operand(s, name, fn)
+    if arr.shape != shape:
+        raise ValueError(f"{fn}: {name} has shape {arr.shape}; expected {shape} (x's shape "
+                         f"without the normalised dims)")
+    return np.ascontiguousarray(arr.reshape(-1), dtype=cdt)
+
+
+def _target(out, x, m, n, cdt, fn, inputs):
+    """The (m, n) array the kernel writes: out itself when it has the compute dtype, C order and
+    no overlap with the inputs other than being one of them (rows are read before written), else
+    a new array (copied into out afterwards)."""
+    if out is None:
+        return np.empty((m, n), cdt)
+    _validate.check_out(out, x.shape, x.dtype, fn)
+    if out.dtype == cdt and out.dtype.isnative and out.flags.c_contiguous:
+        view = out.reshape(m, n)
+        if not any(a is not None and a.size and np.may_share_memory(view, a)
+                   and not _validate.same_view(view, a) for a in inputs):
+            return view
+    return np.empty((m, n), cdt)
+
+
+def _finish(y, out, x):
+    if out is None:
+        return y.reshape(x.shape).astype(x.dtype, copy=False)
+    if not np.shares_memory(y, out):
+        np.copyto(out, y.reshape(x.shape), casting="unsafe")
+    return out
+
+
+def _forward(kind, fn, x, normalized_shape, weight, bias, eps, out):
+    x = _validate.elementwise_operand(x, "x", fn)
+    shape = _normalized_dims(x, normalized_shape, fn)
+    cdt = _compute_dtype(x.dtype)
+    w = _param(weight, shape, "weight", fn, cdt)
+    b = _param(bias, shape, "bias", fn, cdt)
+    e = _eps(eps, fn)
+    lead = x.shape[:x.ndim - len(shape)]
+    n = math.prod(shape)
+    m = math.prod(lead)
+    xr = _rows(x, m, n, cdt)
+    y = _target(out, x, m, n, cdt, fn, [xr, w, b])
+    mean = np.empty(m, cdt) if kind == _norm.LAYER else None
+    rstd = np.empty(m, cdt)
+    if n == 0:
+        rstd.fill(np.nan)
+        if mean is not None:
+            mean.fill(np.nan)
+    elif m:
+        _norm.forward(kind, xr, w, b, e, y, mean, rstd)
+    res = _finish(y, out, x)
+    return res, (None if mean is None else mean.reshape(lead)), rstd.reshape(lead)
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, *, out=None,
+               return_stats=False):
+    """Layer normalisation over the trailing dims (``torch.nn.functional.layer_norm``).
+
+    ``y = (x - mean) * rstd * weight + bias`` with mean and the biased variance over the
+    normalised dims and ``rstd = 1 / sqrt(var + eps)``. One kernel pass per row: statistics from
+    lane partials and a centred second pass over the cached row (large offsets keep their
+    digits), then the output.
+
+    Parameters
+    ----------
+    x : array_like
+        float64, float32, bfloat16 or float16 (integers compute as float64).
+    normalized_shape : int or tuple of ints
+        The trailing dims of x to normalise over.
+    weight, bias : array_like, optional
+        Of shape ``normalized_shape``; None means 1 and 0.
+    eps : float, optional
+        Added to the variance; finite and >= 0.
+    out : ndarray, optional
+        Of x's shape, any float dtype x casts to (same_kind).
+    return_stats : bool, optional
+        Also return ``mean`` and ``rstd`` (for :func:`layer_norm_backward`).
+
+    Returns
+    -------
+    y : ndarray
+        x's dtype (or ``out``).
+    mean, rstd : ndarray
+        Only with ``return_stats``: shape ``x.shape[:-len(normalized_shape)]``, float64 for
+        float64 x, float32 otherwise.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> y, mean, rstd = pytpp.nn.layer_norm(np.array([[1.0, 3.0]]), 2, return_stats=True)
+    >>> y, mean
+    (array([[-0.99999...,  0.99999...]]), array([2.]))
+    """
+    fn = "pytpp.nn.layer_norm"
+    y, mean, rstd = _forward(_norm.LAYER, fn, x, normalized_shape, weight, bias, eps, out)
+    return (y, mean, rstd) if return_stats else y
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=1e-6, *, out=None, return_stats=False):
+    """RMS normalisation over the trailing dims: ``y = x * rstd * weight`` with
+    ``rstd = 1 / sqrt(mean(x**2) + eps)`` (as ``torch.nn.functional.rms_norm``).
+
+    Parameters
+    ----------
+    x : array_like
+        float64, float32, bfloat16 or float16 (integers compute as float64).
+    normalized_shape : int or tuple of ints
+        The trailing dims of x to normalise over.
+    weight : array_like, optional
+        Of shape ``normalized_shape``; None means 1.
+    eps : float, optional
+        Added to the mean square; finite and >= 0.
+    out : ndarray, optional
+        Of x's shape, any float dtype x casts to (same_kind).
+    return_stats : bool, optional
+        Also return ``rstd`` (for :func:`rms_norm_backward`).
+
+    Returns
+    -------
+    y : ndarray
+        x's dtype (or ``out``).
+    rstd : ndarray
+        Only with ``return_stats``: shape ``x.shape[:-len(normalized_shape)]``.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.rms_norm(np.array([3.0, 4.0]), 2, eps=0.0)
+    array([0.84852814, 1.13137085])
+    """
+    fn = "pytpp.nn.rms_norm"
+    y, _, rstd = _forward(_norm.RMS, fn, x, normalized_shape, weight, None, eps, out)
+    return (y, rstd) if return_stats else y
+
+
+def _backward(kind, fn, grad_out, x, mean, rstd, weight):
+    x = _validate.elementwise_operand(x, "x", fn)
+    g = _validate.elementwise_operand(grad_out, "grad_out", fn)
+    if g.shape != x.shape:
+        raise ValueError(f"{fn}: grad_out has shape {g.shape}; expected x's shape {x.shape}")
+    r_arr = _validate.elementwise_operand(rstd, "rstd", fn)
+    k = x.ndim - r_arr.ndim
+    if k < 1 or x.shape[:r_arr.ndim] != r_arr.shape:
+        raise ValueError(f"{fn}: rstd has shape {r_arr.shape}; expected the leading dims of x "
+                         f"(shape {x.shape}) without at least one normalised dim")
+    lead, shape = x.shape[:r_arr.ndim], x.shape[r_arr.ndim:]
+    cdt = _compute_dtype(_validate.promote(x.dtype, g.dtype))
+    m, n = math.prod(lead), math.prod(shape)
+    mu = _stats_operand(mean, lead, "mean", fn, cdt) if kind == _norm.LAYER else None
+    r = _stats_operand(r_arr, lead, "rstd", fn, cdt)
+    w = _param(weight, shape, "weight", fn, cdt)
+    xr, gr = _rows(x, m, n, cdt), _rows(g, m, n, cdt)
+    dx = np.empty((m, n), cdt)
+    gw = np.empty(n, cdt) if w is not None else None
+    gb = np.empty(n, cdt) if w is not None and kind == _norm.LAYER else None
+    if m and n:
+        _norm.backward(kind, gr, xr, mu, r, w, dx, gw, gb)
+    else:
+        for a in (gw, gb):
+            if a is not None:
+                a.fill(0)
+    res_dt = _validate.promote(x.dtype, g.dtype)
+    grad_x = dx.reshape(x.shape).astype(res_dt, copy=False)
+    if w is None:
+        return grad_x, None, None
+    wdt = np.asarray(weight).dtype if np.asarray(weight).dtype.kind == "f" else cdt
+    grad_w = gw.reshape(shape).astype(wdt, copy=False)
+    grad_b = None if gb is None else gb.reshape(shape).astype(wdt, copy=False)
+    return grad_x, grad_w, grad_b
+
+
+def layer_norm_backward(grad_out, x, mean, rstd, weight=None):
+    """Gradients of :func:`layer_norm` from its saved statistics.
+
+    With ``xhat = (x - mean) * rstd`` and ``dy = grad_out * weight``:
+    ``grad_x = rstd * (dy - mean(dy) - xhat * mean(dy * xhat))`` over the normalised dims,
+    ``grad_weight = sum(grad_out * xhat)`` and ``grad_bias = sum(grad_out)`` over the rows.
+
+    Parameters
+    ----------
+    grad_out, x : array_like
+        Of one shape; the normalised dims are those x has beyond ``mean``'s.
+    mean, rstd : array_like
+        As returned by ``layer_norm(..., return_stats=True)``.
+    weight : array_like, optional
+        The forward's weight (None: 1).
+
+    Returns
+    -------
+    grad_x : ndarray
+    grad_weight, grad_bias : ndarray or None
+        Of the normalised shape; None when weight is None.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> x = np.array([[1.0, 3.0]])
+    >>> y, mean, rstd = pytpp.nn.layer_norm(x, 2, return_stats=True)
+    >>> gx, gw, gb = pytpp.nn.layer_norm_backward(np.ones_like(x), x, mean, rstd, np.ones(2))
+    >>> gx, gb
+    (array([[0., 0.]]), array([1., 1.]))
+    """
+    return _backward(_norm.LAYER, "pytpp.nn.layer_norm_backward", grad_out, x, mean, rstd,
+                     weight)
+
+
+def rms_norm_backward(grad_out, x, rstd, weight=None):
+    """Gradients of :func:`rms_norm` from its saved ``rstd``: with ``xhat = x * rstd`` and
+    ``dy = grad_out * weight``, ``grad_x = rstd * (dy - xhat * mean(dy * xhat))`` and
+    ``grad_weight = sum(grad_out * xhat)`` over the rows.
+
+    Parameters
+    ----------
+    grad_out, x : array_like
+        Of one shape; the normalised dims are those x has beyond ``rstd``'s.
+    rstd : array_like
+        As returned by ``rms_norm(..., return_stats=True)``.
+    weight : array_like, optional
+        The forward's weight (None: 1).
+
+    Returns
+    -------
+    grad_x : ndarray
+    grad_weight : ndarray or None
+        None when weight is None.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> x = np.array([3.0, 4.0])
+    >>> y, rstd = pytpp.nn.rms_norm(x, 2, eps=0.0, return_stats=True)
+    >>> gx, gw = pytpp.nn.rms_norm_backward(np.zeros(2), x, rstd)
+    >>> gx, gw
+    (array([0., 0.]), None)
+    """
+    gx, gw, _ = _backward(_norm.RMS, "pytpp.nn.rms_norm_backward", grad_out, x, None, rstd,
+                          weight)
+    return gx, gw
