@@ -76,13 +76,13 @@ def _stats_operand(s, shape, name, fn, cdt):
     return np.ascontiguousarray(arr.reshape(-1), dtype=cdt)
 
 
-def _target(out, x, m, n, cdt, fn, inputs):
+def _target(out, x, m, n, cdt, fn, inputs, result=None):
     """The (m, n) array the kernel writes: out itself when it has the compute dtype, C order and
     no overlap with the inputs other than being one of them (rows are read before written), else
     a new array (copied into out afterwards)."""
     if out is None:
         return np.empty((m, n), cdt)
-    _validate.check_out(out, x.shape, x.dtype, fn)
+    _validate.check_out(out, x.shape, x.dtype if result is None else result, fn)
     if out.dtype == cdt and out.dtype.isnative and out.flags.c_contiguous:
         view = out.reshape(m, n)
         if not any(a is not None and a.size and np.may_share_memory(view, a)
@@ -204,7 +204,7 @@ def rms_norm(x, normalized_shape, weight=None, eps=1e-6, *, out=None, return_sta
     return (y, rstd) if return_stats else y
 
 
-def _backward(kind, fn, grad_out, x, mean, rstd, weight):
+def _backward(kind, fn, grad_out, x, mean, rstd, weight, out):
     x = _validate.elementwise_operand(x, "x", fn)
     g = _validate.elementwise_operand(grad_out, "grad_out", fn)
     if g.shape != x.shape:
@@ -221,7 +221,8 @@ def _backward(kind, fn, grad_out, x, mean, rstd, weight):
     r = _stats_operand(r_arr, lead, "rstd", fn, cdt)
     w = _param(weight, shape, "weight", fn, cdt)
     xr, gr = _rows(x, m, n, cdt), _rows(g, m, n, cdt)
-    dx = np.empty((m, n), cdt)
+    res_dt = _validate.promote(x.dtype, g.dtype)
+    dx = _target(out, x, m, n, cdt, fn, [xr, gr, w, mu, r], res_dt)
     gw = np.empty(n, cdt) if w is not None else None
     gb = np.empty(n, cdt) if w is not None and kind == _norm.LAYER else None
     if m and n:
@@ -230,8 +231,10 @@ def _backward(kind, fn, grad_out, x, mean, rstd, weight):
         for a in (gw, gb):
             if a is not None:
                 a.fill(0)
-    res_dt = _validate.promote(x.dtype, g.dtype)
-    grad_x = dx.reshape(x.shape).astype(res_dt, copy=False)
+    if out is not None:
+        grad_x = _finish(dx, out, x)
+    else:
+        grad_x = dx.reshape(x.shape).astype(res_dt, copy=False)
     if w is None:
         return grad_x, None, None
     wdt = np.asarray(weight).dtype if np.asarray(weight).dtype.kind == "f" else cdt
@@ -240,7 +243,7 @@ def _backward(kind, fn, grad_out, x, mean, rstd, weight):
     return grad_x, grad_w, grad_b
 
 
-def layer_norm_backward(grad_out, x, mean, rstd, weight=None):
+def layer_norm_backward(grad_out, x, mean, rstd, weight=None, *, out=None):
     """Gradients of :func:`layer_norm` from its saved statistics.
 
     With ``xhat = (x - mean) * rstd`` and ``dy = grad_out * weight``:
@@ -255,6 +258,9 @@ def layer_norm_backward(grad_out, x, mean, rstd, weight=None):
         As returned by ``layer_norm(..., return_stats=True)``.
     weight : array_like, optional
         The forward's weight (None: 1).
+    out : ndarray, optional
+        For grad_x: x's shape, any float dtype the result casts to (same_kind); may be
+        grad_out itself (each row is read before it is written).
 
     Returns
     -------
@@ -272,10 +278,10 @@ def layer_norm_backward(grad_out, x, mean, rstd, weight=None):
     (array([[0., 0.]]), array([1., 1.]))
     """
     return _backward(_norm.LAYER, "pytpp.nn.layer_norm_backward", grad_out, x, mean, rstd,
-                     weight)
+                     weight, out)
 
 
-def rms_norm_backward(grad_out, x, rstd, weight=None):
+def rms_norm_backward(grad_out, x, rstd, weight=None, *, out=None):
     """Gradients of :func:`rms_norm` from its saved ``rstd``: with ``xhat = x * rstd`` and
     ``dy = grad_out * weight``, ``grad_x = rstd * (dy - xhat * mean(dy * xhat))`` and
     ``grad_weight = sum(grad_out * xhat)`` over the rows.
@@ -288,6 +294,8 @@ def rms_norm_backward(grad_out, x, rstd, weight=None):
         As returned by ``rms_norm(..., return_stats=True)``.
     weight : array_like, optional
         The forward's weight (None: 1).
+    out : ndarray, optional
+        For grad_x, as in :func:`layer_norm_backward`.
 
     Returns
     -------
@@ -305,5 +313,5 @@ def rms_norm_backward(grad_out, x, rstd, weight=None):
     (array([0., 0.]), None)
     """
     gx, gw, _ = _backward(_norm.RMS, "pytpp.nn.rms_norm_backward", grad_out, x, None, rstd,
-                          weight)
+                          weight, out)
     return gx, gw

@@ -240,3 +240,26 @@ def test_matches_torch_autograd(rng):
     gx, gw, gb = pytpp.nn.layer_norm_backward(g, x, mean, rstd, w)
     for ours, theirs in ((gx, xt.grad), (gw, wt.grad), (gb, bt.grad)):
         np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("rms", [False, True])
+def test_backward_out_and_in_place(rng, rms):
+    x = rng.standard_normal((5, 24)).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    w = rng.standard_normal(24).astype(np.float32)
+    if rms:
+        _, rstd = pytpp.nn.rms_norm(x, 24, w, return_stats=True)
+        expect = pytpp.nn.rms_norm_backward(g, x, rstd, w)[0]
+        call = lambda out, grad: pytpp.nn.rms_norm_backward(grad, x, rstd, w, out=out)  # noqa: E731
+    else:
+        _, mean, rstd = pytpp.nn.layer_norm(x, 24, w, return_stats=True)
+        expect = pytpp.nn.layer_norm_backward(g, x, mean, rstd, w)[0]
+        call = lambda out, grad: pytpp.nn.layer_norm_backward(grad, x, mean, rstd, w, out=out)  # noqa: E731
+    out = np.empty(x.shape, np.float64)
+    assert call(out, g)[0] is out
+    np.testing.assert_allclose(out, expect, rtol=1e-6)
+    gg = g.copy()
+    assert call(gg, gg)[0] is gg                      # grad_out overwritten by grad_x
+    np.testing.assert_array_equal(gg, expect)
+    with pytest.raises(ValueError, match="out has shape"):
+        call(np.empty((2, 2), np.float32), g)

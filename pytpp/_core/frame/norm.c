@@ -29,6 +29,8 @@ int pytpp_norm_forward(const pytpp_norm_kernels *kt, int kind, int64_t m, int64_
     if (m <= 0 || n <= 0) return 0;
     const pytpp_norm_fwd_fn fwd = kind == PYTPP_NORM_RMS ? kt->rms_fwd : kt->layer_fwd;
     const int esz = kt->esz, nt = thread_count(nthreads, m, n);
+    /* outputs that would push the inputs of whatever runs next out of the caches */
+    const int stream = m * n * esz >= PYTPP_EW_STREAM_MIN_BYTES;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         int t = 0, T = 1;
@@ -40,7 +42,8 @@ int pytpp_norm_forward(const pytpp_norm_kernels *kt, int kind, int64_t m, int64_
         pytpp_split(m, T, t, &r0, &len);
         if (len > 0)
             fwd(len, n, row(x, r0, ldx, esz), ldx, w, b, eps, (void *)row(y, r0, ldy, esz), ldy,
-                mean ? (void *)row(mean, r0, 1, esz) : NULL, (void *)row(rstd, r0, 1, esz));
+                mean ? (void *)row(mean, r0, 1, esz) : NULL, (void *)row(rstd, r0, 1, esz),
+                stream);
     }
     return 0;
 }
@@ -70,6 +73,7 @@ int pytpp_norm_backward(const pytpp_norm_kernels *kt, int kind, int64_t m, int64
     if (m <= 0 || n <= 0) return 0;
     const pytpp_norm_bwd_fn bwd = kind == PYTPP_NORM_RMS ? kt->rms_bwd : kt->layer_bwd;
     const int nt = thread_count(nthreads, m, n);
+    const int stream = m * n * esz >= PYTPP_EW_STREAM_MIN_BYTES;
     /* threads after the first accumulate into their own zeroed partials */
     const int64_t nparts = (gw != NULL) + (gb != NULL);
     char *part = NULL;
@@ -92,7 +96,7 @@ int pytpp_norm_backward(const pytpp_norm_kernels *kt, int kind, int64_t m, int64
         if (len > 0)
             bwd(len, n, row(g, r0, ldg, esz), ldg, row(x, r0, ldx, esz), ldx,
                 mean ? row(mean, r0, 1, esz) : NULL, row(rstd, r0, 1, esz), w,
-                (void *)row(dx, r0, lddx, esz), lddx, tgw, tgb);
+                (void *)row(dx, r0, lddx, esz), lddx, tgw, tgb, stream);
     }
     for (int t = 1; t < nt && part; ++t) {
         char *mine = part + (size_t)(t - 1) * (size_t)nparts * (size_t)n * esz;

@@ -16,15 +16,17 @@ extern "C" {
 #endif
 
 /* m rows of n elements (x: row stride ldx, y: ldy) of the table's dtype; w, b: n elements or
- * NULL (scale 1, shift 0); mean, rstd: m elements written (mean may be NULL for RMS). */
+ * NULL (scale 1, shift 0); mean, rstd: m elements written (mean may be NULL for RMS). stream:
+ * y by streaming stores, for outputs beyond the caches. */
 typedef void (*pytpp_norm_fwd_fn)(int64_t m, int64_t n, const void *x, int64_t ldx, const void *w,
                                   const void *b, double eps, void *y, int64_t ldy, void *mean,
-                                  void *rstd);
+                                  void *rstd, int stream);
 /* Backward of m rows: dx from g (ldg), x (ldx), the saved mean (NULL for RMS) and rstd, and w
- * (NULL: 1). gw, gb (n elements, may be NULL) accumulate sum over rows of g * xhat and g. */
+ * (NULL: 1). gw, gb (n elements, may be NULL) accumulate sum over rows of g * xhat and g.
+ * stream: dx by streaming stores. */
 typedef void (*pytpp_norm_bwd_fn)(int64_t m, int64_t n, const void *g, int64_t ldg, const void *x,
                                   int64_t ldx, const void *mean, const void *rstd, const void *w,
-                                  void *dx, int64_t lddx, void *gw, void *gb);
+                                  void *dx, int64_t lddx, void *gw, void *gb, int stream);
 
 typedef struct pytpp_norm_kernels {
     const char *name;          /* ISA level */

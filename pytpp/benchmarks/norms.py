@@ -1,0 +1,109 @@
+"""Normalisations: layer_norm and rms_norm forward and backward on rows that fit the caches,
+batches that do not (GB/s of bytes read + written, % of the measured copy bandwidth).
+
+Peers: torch.nn.functional (forward; backward through autograd of the same graph, timed
+without the forward) and the numpy composite a numpy user writes.
+"""
+import ml_dtypes
+import numpy as np
+
+from pytpp import nn
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def _numpy_layer_norm(x, w, b, out):
+    mu = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True)
+    np.subtract(x, mu, out=out)
+    out *= 1.0 / np.sqrt(var + 1e-5)
+    out *= w
+    out += b
+    return out
+
+
+def _torch_tensor(torch, a):
+    if a.dtype == BF16:
+        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+def _layer_norm(h, threads, shape, dtype):
+    torch = h.torch
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(dtype)
+    n = shape[-1]
+    w, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    out = np.empty_like(x)
+    impls = [("pytpp", lambda: nn.layer_norm(x, n, w, b, out=out))]
+    if torch is not None:
+        F = torch.nn.functional
+        tx = _torch_tensor(torch, x)
+        tw, tb = torch.from_numpy(w).to(tx.dtype), torch.from_numpy(b).to(tx.dtype)
+        impls.append(("torch", lambda: F.layer_norm(tx, (n,), tw, tb)))
+    if dtype == np.float32:
+        impls.append(("numpy composite", lambda: _numpy_layer_norm(x, w, b, out)))
+    h.compare(f"layer_norm {np.dtype(dtype).name} {shape}", threads, 2 * x.nbytes, "GB/s",
+              "copy_gbs", impls)
+
+
+def _layer_norm_backward(h, threads, shape):
+    torch = h.torch
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape).astype(np.float32)
+    g = rng.standard_normal(shape).astype(np.float32)
+    n = shape[-1]
+    w = rng.standard_normal(n).astype(np.float32)
+    _, mean, rstd = nn.layer_norm(x, n, w, return_stats=True)
+    dx = np.empty_like(x)
+    impls = [("pytpp", lambda: nn.layer_norm_backward(g, x, mean, rstd, w, out=dx))]
+    if torch is not None:
+        tx = torch.from_numpy(x).requires_grad_(True)
+        tw = torch.from_numpy(w).requires_grad_(True)
+        tb = torch.zeros(n, requires_grad=True)
+        ty = torch.nn.functional.layer_norm(tx, (n,), tw, tb)
+        tg = torch.from_numpy(g)
+        impls.append(("torch autograd", lambda: torch.autograd.grad(ty, (tx, tw, tb), tg,
+                                                                    retain_graph=True)))
+    h.compare(f"layer_norm_backward float32 {shape}", threads, 3 * x.nbytes, "GB/s", "copy_gbs",
+              impls)
+
+
+def _rms_norm(h, threads, shape):
+    torch = h.torch
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    n = shape[-1]
+    w = rng.standard_normal(n).astype(np.float32)
+    out = np.empty_like(x)
+    impls = [("pytpp", lambda: nn.rms_norm(x, n, w, out=out))]
+    if torch is not None and hasattr(torch.nn.functional, "rms_norm"):
+        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+        impls.append(("torch", lambda: torch.nn.functional.rms_norm(tx, (n,), tw, eps=1e-6)))
+    impls.append(("numpy composite", lambda: np.multiply(
+        x * (1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6)), w, out=out)))
+    h.compare(f"rms_norm float32 {shape}", threads, 2 * x.nbytes, "GB/s", "copy_gbs", impls)
+    g = rng.standard_normal(shape).astype(np.float32)
+    _, rstd = nn.rms_norm(x, n, w, return_stats=True)
+    dx = np.empty_like(x)
+    impls = [("pytpp", lambda: nn.rms_norm_backward(g, x, rstd, w, out=dx))]
+    if torch is not None and hasattr(torch.nn.functional, "rms_norm"):
+        tx = torch.from_numpy(x).requires_grad_(True)
+        tw = torch.from_numpy(w).requires_grad_(True)
+        ty = torch.nn.functional.rms_norm(tx, (n,), tw, eps=1e-6)
+        tg = torch.from_numpy(g)
+        impls.append(("torch autograd", lambda: torch.autograd.grad(ty, (tx, tw), tg,
+                                                                    retain_graph=True)))
+    h.compare(f"rms_norm_backward float32 {shape}", threads, 3 * x.nbytes, "GB/s", "copy_gbs",
+              impls)
+
+
+def run(h):
+    h.header("Normalisations: GB/s (read + write) and % of measured copy bandwidth")
+    for threads in h.threads:
+        h.set_threads(threads)
+        _layer_norm(h, threads, (16384, 768), np.float32)
+        _layer_norm(h, threads, (4096, 1024), np.float32)
+        _layer_norm(h, threads, (4096, 1024), BF16)
+        _layer_norm_backward(h, threads, (16384, 768))
+        _rms_norm(h, threads, (4096, 4096))
