@@ -1,23 +1,30 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Glue of the normalisation kernels: pointers and row strides in, C engine out, GIL released.
 
-The caller (pytpp.nn._norms) has validated everything: x, y, g, dx are 2-D arrays of one engine
-dtype (float64 or float32) with unit column stride; w, b, mean, rstd, gw, gb contiguous 1-D
-arrays of that dtype or None. These entry points only pick the table and run the driver."""
+The caller (pytpp.nn._norms) has validated everything: x, y, g, dx are 2-D arrays with unit
+column stride, float64, or float32 / bfloat16 in any mix (float32 compute; the compute dtype is
+dx's in backward); w, b, mean, rstd, gw, gb contiguous 1-D arrays of the compute dtype or None.
+These entry points only pick the tables and run the driver."""
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 from pytpp._core.cnorm cimport *
 from pytpp._core._runtime cimport num_threads, active_isa, level
 from pytpp._core.cengine cimport PYTPP_F64, PYTPP_F32
+from pytpp._core.celtwise cimport pytpp_ew_kernels, PYTPP_EW_F64, PYTPP_EW_F32, PYTPP_EW_BF16
 
 cnp.import_array()
 
 LAYER, RMS = PYTPP_NORM_LAYER, PYTPP_NORM_RMS
 
 
-cdef inline const pytpp_norm_kernels *table(cnp.ndarray x):
-    cdef int dt = PYTPP_F64 if cnp.PyArray_TYPE(x) == cnp.NPY_DOUBLE else PYTPP_F32
-    return level(active_isa()).norm[dt]
+cdef inline int storage(cnp.ndarray a) noexcept:
+    """enum pytpp_ew_dtype of an operand: float64, float32, else bfloat16 (validated above)."""
+    cdef int t = cnp.PyArray_TYPE(a)
+    return PYTPP_EW_F64 if t == cnp.NPY_DOUBLE else PYTPP_EW_F32 if t == cnp.NPY_FLOAT else PYTPP_EW_BF16
+
+
+cdef inline int compute(cnp.ndarray x) noexcept:
+    return PYTPP_F64 if cnp.PyArray_TYPE(x) == cnp.NPY_DOUBLE else PYTPP_F32
 
 
 cdef inline void *ptr(object a):
@@ -30,9 +37,12 @@ cdef inline int64_t ld(cnp.ndarray a):
 
 def forward(int kind, cnp.ndarray x, object w, object b, double eps, cnp.ndarray y,
             object mean, cnp.ndarray rstd):
-    cdef const pytpp_norm_kernels *kt = table(x)
+    cdef int isa = active_isa(), cdt = compute(x)
+    cdef const pytpp_norm_kernels *kt = level(isa).norm[cdt]
+    cdef const pytpp_ew_kernels *ew = level(isa).eltwise[cdt]
     cdef int64_t m = cnp.PyArray_DIM(x, 0), n = cnp.PyArray_DIM(x, 1)
     cdef int64_t ldx = ld(x), ldy = ld(y)
+    cdef int xdt = storage(x), ydt = storage(y)
     cdef void *px = cnp.PyArray_DATA(x)
     cdef void *py = cnp.PyArray_DATA(y)
     cdef void *pw = ptr(w)
@@ -40,15 +50,22 @@ def forward(int kind, cnp.ndarray x, object w, object b, double eps, cnp.ndarray
     cdef void *pm = ptr(mean)
     cdef void *pr = cnp.PyArray_DATA(rstd)
     cdef int nt = num_threads()
+    cdef int err
     with nogil:
-        pytpp_norm_forward(kt, kind, m, n, px, ldx, pw, pb, eps, py, ldy, pm, pr, nt)
+        err = pytpp_norm_forward(kt, ew, kind, m, n, px, xdt, ldx, pw, pb, eps, py, ydt, ldy,
+                                 pm, pr, nt)
+    if err:
+        raise MemoryError("pytpp norm forward: no memory for the row buffers")
 
 
 def backward(int kind, cnp.ndarray g, cnp.ndarray x, object mean, cnp.ndarray rstd, object w,
              cnp.ndarray dx, object gw, object gb):
-    cdef const pytpp_norm_kernels *kt = table(x)
+    cdef int isa = active_isa(), cdt = compute(dx)
+    cdef const pytpp_norm_kernels *kt = level(isa).norm[cdt]
+    cdef const pytpp_ew_kernels *ew = level(isa).eltwise[cdt]
     cdef int64_t m = cnp.PyArray_DIM(x, 0), n = cnp.PyArray_DIM(x, 1)
     cdef int64_t ldg = ld(g), ldx = ld(x), lddx = ld(dx)
+    cdef int gdt = storage(g), xdt = storage(x), ddt = storage(dx)
     cdef void *pg = cnp.PyArray_DATA(g)
     cdef void *px = cnp.PyArray_DATA(x)
     cdef void *pm = ptr(mean)
@@ -60,8 +77,7 @@ def backward(int kind, cnp.ndarray g, cnp.ndarray x, object mean, cnp.ndarray rs
     cdef int nt = num_threads()
     cdef int err
     with nogil:
-        err = pytpp_norm_backward(kt, kind, m, n, pg, ldg, px, ldx, pm, pr, pw, pdx, lddx,
-                                  pgw, pgb, nt)
+        err = pytpp_norm_backward(kt, ew, kind, m, n, pg, gdt, ldg, px, xdt, ldx, pm, pr, pw,
+                                  pdx, ddt, lddx, pgw, pgb, nt)
     if err:
-        raise MemoryError("pytpp norm backward: no memory for the per-thread partials")
-
+        raise MemoryError("pytpp norm backward: no memory for the per-thread buffers")

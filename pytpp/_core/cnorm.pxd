@@ -1,6 +1,7 @@
 # Declarations of the normalisation engine (pytpp/_core/include/pytpp/norm.h).
 from libc.stdint cimport int64_t
 from pytpp._core.cengine cimport pytpp_table_info
+from pytpp._core.celtwise cimport pytpp_ew_kernels
 
 cdef extern from "pytpp/norm.h" nogil:
     enum:
@@ -12,10 +13,12 @@ cdef extern from "pytpp/norm.h" nogil:
         pytpp_table_info info
         int esz
 
-    int pytpp_norm_forward(const pytpp_norm_kernels *kt, int kind, int64_t m, int64_t n,
-                           const void *x, int64_t ldx, const void *w, const void *b, double eps,
-                           void *y, int64_t ldy, void *mean, void *rstd, int nthreads)
-    int pytpp_norm_backward(const pytpp_norm_kernels *kt, int kind, int64_t m, int64_t n,
-                            const void *g, int64_t ldg, const void *x, int64_t ldx,
-                            const void *mean, const void *rstd, const void *w, void *dx,
-                            int64_t lddx, void *gw, void *gb, int nthreads)
+    int pytpp_norm_forward(const pytpp_norm_kernels *kt, const pytpp_ew_kernels *ew, int kind,
+                           int64_t m, int64_t n, const void *x, int x_dt, int64_t ldx,
+                           const void *w, const void *b, double eps, void *y, int y_dt,
+                           int64_t ldy, void *mean, void *rstd, int nthreads)
+    int pytpp_norm_backward(const pytpp_norm_kernels *kt, const pytpp_ew_kernels *ew, int kind,
+                            int64_t m, int64_t n, const void *g, int g_dt, int64_t ldg,
+                            const void *x, int x_dt, int64_t ldx, const void *mean,
+                            const void *rstd, const void *w, void *dx, int dx_dt, int64_t lddx,
+                            void *gw, void *gb, int nthreads)

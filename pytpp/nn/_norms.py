@@ -3,7 +3,8 @@
 Each function views x as (rows, n) with n the product of the normalised dims, runs one kernel
 call (statistics and output in one read of each row from memory: norm.h) and returns arrays of
 numpy's shapes. float64 computes in float64; float32, bfloat16 and float16 in float32 (their
-statistics are float32)."""
+statistics are float32); bfloat16 rows are widened and narrowed in the kernels' row buffers, so
+a bfloat16 call moves bfloat16 bytes only."""
 import math
 import operator
 
@@ -58,9 +59,18 @@ def _param(p, shape, name, fn, cdt):
     return np.ascontiguousarray(arr.reshape(-1), dtype=cdt)
 
 
+def _storage(dtype, cdt):
+    """The dtype the kernels read and write for an array of `dtype` at compute dtype `cdt`:
+    its own when it is cdt, or bfloat16 under float32 (converted row by row in the kernel's
+    buffers), else cdt (converted here)."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype == cdt or (dtype == _validate.BF16 and cdt == _validate.F32) else cdt
+
+
 def _rows(a, m, n, cdt):
-    """a as an (m, n) array of dtype cdt with unit column stride (a copy only when needed)."""
-    r = np.asarray(a, dtype=cdt).reshape(m, n)
+    """a as an (m, n) array with unit column stride in its storage dtype (a copy only when
+    needed)."""
+    r = np.asarray(a, dtype=_storage(a.dtype, cdt)).reshape(m, n)
     if n > 1 and r.strides[1] != r.itemsize:
         r = np.ascontiguousarray(r)
     if m > 1 and r.strides[0] % r.itemsize:
@@ -76,26 +86,26 @@ def _stats_operand(s, shape, name, fn, cdt):
     return np.ascontiguousarray(arr.reshape(-1), dtype=cdt)
 
 
-def _target(out, x, m, n, cdt, fn, inputs, result=None):
-    """The (m, n) array the kernel writes: out itself when it has the compute dtype, C order and
-    no overlap with the inputs other than being one of them (rows are read before written), else
-    a new array (copied into out afterwards)."""
+def _target(out, x, m, n, cdt, fn, inputs, result):
+    """The (m, n) array the kernel writes: out itself when the kernel writes its dtype, it is in
+    C order and overlaps the inputs at most by being one of them (rows are read before they are
+    written), else a new array (copied into out afterwards)."""
     if out is None:
-        return np.empty((m, n), cdt)
-    _validate.check_out(out, x.shape, x.dtype if result is None else result, fn)
-    if out.dtype == cdt and out.dtype.isnative and out.flags.c_contiguous:
+        return np.empty((m, n), _storage(result, cdt))
+    _validate.check_out(out, x.shape, result, fn)
+    if _storage(out.dtype, cdt) == out.dtype and out.dtype.isnative and out.flags.c_contiguous:
         view = out.reshape(m, n)
         if not any(a is not None and a.size and np.may_share_memory(view, a)
                    and not _validate.same_view(view, a) for a in inputs):
             return view
-    return np.empty((m, n), cdt)
+    return np.empty((m, n), _storage(result, cdt))
 
 
-def _finish(y, out, x):
+def _finish(y, out, shape, result):
     if out is None:
-        return y.reshape(x.shape).astype(x.dtype, copy=False)
+        return y.reshape(shape).astype(result, copy=False)
     if not np.shares_memory(y, out):
-        np.copyto(out, y.reshape(x.shape), casting="unsafe")
+        np.copyto(out, y.reshape(shape), casting="unsafe")
     return out
 
 
@@ -110,7 +120,7 @@ def _forward(kind, fn, x, normalized_shape, weight, bias, eps, out):
     n = math.prod(shape)
     m = math.prod(lead)
     xr = _rows(x, m, n, cdt)
-    y = _target(out, x, m, n, cdt, fn, [xr, w, b])
+    y = _target(out, x, m, n, cdt, fn, [xr, w, b], x.dtype)
     mean = np.empty(m, cdt) if kind == _norm.LAYER else None
     rstd = np.empty(m, cdt)
     if n == 0:
@@ -119,7 +129,7 @@ def _forward(kind, fn, x, normalized_shape, weight, bias, eps, out):
             mean.fill(np.nan)
     elif m:
         _norm.forward(kind, xr, w, b, e, y, mean, rstd)
-    res = _finish(y, out, x)
+    res = _finish(y, out, x.shape, x.dtype)
     return res, (None if mean is None else mean.reshape(lead)), rstd.reshape(lead)
 
 
@@ -231,10 +241,7 @@ def _backward(kind, fn, grad_out, x, mean, rstd, weight, out):
         for a in (gw, gb):
             if a is not None:
                 a.fill(0)
-    if out is not None:
-        grad_x = _finish(dx, out, x)
-    else:
-        grad_x = dx.reshape(x.shape).astype(res_dt, copy=False)
+    grad_x = _finish(dx, out, x.shape, res_dt)
     if w is None:
         return grad_x, None, None
     wdt = np.asarray(weight).dtype if np.asarray(weight).dtype.kind == "f" else cdt

@@ -263,3 +263,35 @@ def test_backward_out_and_in_place(rng, rms):
     np.testing.assert_array_equal(gg, expect)
     with pytest.raises(ValueError, match="out has shape"):
         call(np.empty((2, 2), np.float32), g)
+
+
+def test_bfloat16_rows_match_float32_bit_for_bit(isa, threads, rng):
+    """bfloat16 in and/or out runs the float32 row kernel on widened rows and rounds once (RNE):
+    the same bits as the float32 call on the widened array, rounded by ml_dtypes."""
+    x16 = rng.standard_normal((37, 200)).astype(BF16)
+    x32 = x16.astype(np.float32)
+    w = rng.standard_normal(200).astype(np.float32)
+    y32, mean32, rstd32 = pytpp.nn.layer_norm(x32, 200, w, return_stats=True)
+    y16, mean16, rstd16 = pytpp.nn.layer_norm(x16, 200, w, return_stats=True)
+    assert y16.dtype == BF16 and mean16.dtype == np.float32
+    np.testing.assert_array_equal(y16.view(np.uint16), y32.astype(BF16).view(np.uint16))
+    np.testing.assert_array_equal(mean16, mean32)
+    np.testing.assert_array_equal(rstd16, rstd32)
+    out = np.empty(x32.shape, BF16)                  # float32 in, bfloat16 out
+    pytpp.nn.layer_norm(x32, 200, w, out=out)
+    np.testing.assert_array_equal(out.view(np.uint16), y32.astype(BF16).view(np.uint16))
+    out32 = np.empty(x32.shape, np.float32)          # bfloat16 in, float32 out
+    pytpp.nn.layer_norm(x16, 200, w, out=out32)
+    np.testing.assert_array_equal(out32, y32)
+    g16 = rng.standard_normal(x16.shape).astype(BF16)
+    gx32, gw32, gb32 = pytpp.nn.layer_norm_backward(g16.astype(np.float32), x32, mean32, rstd32, w)
+    gx16, gw16, gb16 = pytpp.nn.layer_norm_backward(g16, x16, mean16, rstd16, w)
+    assert gx16.dtype == BF16
+    np.testing.assert_array_equal(gx16.view(np.uint16), gx32.astype(BF16).view(np.uint16))
+    np.testing.assert_allclose(gw16, gw32, rtol=1e-6, atol=1e-5)   # partial sums per thread
+    y, r32 = pytpp.nn.rms_norm(x32, 200, w, return_stats=True)
+    y16, r16 = pytpp.nn.rms_norm(x16, 200, w, return_stats=True)
+    np.testing.assert_array_equal(y16.view(np.uint16), y.astype(BF16).view(np.uint16))
+    gx = pytpp.nn.rms_norm_backward(g16.astype(np.float32), x32, r32, w)[0]
+    np.testing.assert_array_equal(pytpp.nn.rms_norm_backward(g16, x16, r16, w)[0].view(np.uint16),
+                                  gx.astype(BF16).view(np.uint16))

@@ -38,15 +38,22 @@ typedef struct pytpp_norm_kernels {
 
 enum pytpp_norm_kind { PYTPP_NORM_LAYER = 0, PYTPP_NORM_RMS = 1 };
 
-/* Drivers: rows split over up to nthreads threads. Backward gives every thread its own gw/gb
- * partials (one allocation per call) and sums them; returns 0, or -1 when that allocation fails. */
-int pytpp_norm_forward(const pytpp_norm_kernels *kt, int kind, int64_t m, int64_t n,
-                       const void *x, int64_t ldx, const void *w, const void *b, double eps,
-                       void *y, int64_t ldy, void *mean, void *rstd, int nthreads);
-int pytpp_norm_backward(const pytpp_norm_kernels *kt, int kind, int64_t m, int64_t n,
-                        const void *g, int64_t ldg, const void *x, int64_t ldx, const void *mean,
-                        const void *rstd, const void *w, void *dx, int64_t lddx, void *gw,
-                        void *gb, int nthreads);
+/* Drivers: rows split over up to nthreads threads. Operands of another storage dtype than the
+ * table's (enum pytpp_ew_dtype: x_dt, y_dt, g_dt, dx_dt; bfloat16 for float32 tables) go through
+ * per-thread row buffers with the element-wise table `ew`'s conversions (same level and compute
+ * dtype; unused when every operand has the compute dtype). w, b, mean, rstd, gw, gb have the
+ * compute dtype. Backward gives every thread its own gw/gb partials and sums them. Return 0, or
+ * -1 when the buffers cannot be allocated. */
+struct pytpp_ew_kernels;
+int pytpp_norm_forward(const pytpp_norm_kernels *kt, const struct pytpp_ew_kernels *ew, int kind,
+                       int64_t m, int64_t n, const void *x, int x_dt, int64_t ldx, const void *w,
+                       const void *b, double eps, void *y, int y_dt, int64_t ldy, void *mean,
+                       void *rstd, int nthreads);
+int pytpp_norm_backward(const pytpp_norm_kernels *kt, const struct pytpp_ew_kernels *ew, int kind,
+                        int64_t m, int64_t n, const void *g, int g_dt, int64_t ldg,
+                        const void *x, int x_dt, int64_t ldx, const void *mean, const void *rstd,
+                        const void *w, void *dx, int dx_dt, int64_t lddx, void *gw, void *gb,
+                        int nthreads);
 
 extern const pytpp_norm_kernels pytpp_norm_f64_ref, pytpp_norm_f32_ref;
 extern const pytpp_norm_kernels pytpp_norm_f64_avx2, pytpp_norm_f32_avx2;
