@@ -121,6 +121,10 @@ def kernels(level=None):
         for name in ("layer_fwd", "rms_fwd", "layer_bwd", "rms_bwd"):
             rows.append((f"norm {name}", dt, _op_symbol(info, f"tpp_norm_{name}_"),
                          info["symbol"], info["source"]))
+    for dt, info in t["optim"].items():
+        for name in ("sgd", "adamw", "split_sgd")[:3 if dt == "f32" else 2]:
+            rows.append((f"optim {name}", dt, _op_symbol(info, f"tpp_optim_{name}_"),
+                         info["symbol"], info["source"]))
     return rows
 
 
@@ -159,6 +163,7 @@ def kernel_map():
         tables += [("matmul", t["matmul"][d]) for d in ("f64", "f32")]
         tables += [("eltwise", t["eltwise"][d]) for d in ("f64", "f32")]
         tables += [("norm", t["norm"][d]) for d in ("f64", "f32")]
+        tables += [("optim", t["optim"][d]) for d in ("f64", "f32")]
         out.append(f"## {level}")
         out.append("")
         for family, info in tables:

@@ -241,7 +241,7 @@ def kernel_tables(int isa):
         raise ValueError(f"no ISA level {isa}")
     cdef const pytpp_level_kernels *lv = level(isa)   # (data only: nothing of it runs here)
     cdef int dt, f, op
-    res = {"brgemm": {}, "gemm": {}, "matmul": {}, "eltwise": {}, "norm": {}}
+    res = {"brgemm": {}, "gemm": {}, "matmul": {}, "eltwise": {}, "norm": {}, "optim": {}}
     for dt, name in ((PYTPP_F64, "f64"), (PYTPP_F32, "f32")):
         info = table_info(&lv.brgemm[dt].info)
         nv = lv.brgemm[dt].nv_main
@@ -257,6 +257,7 @@ def kernel_tables(int isa):
         info["binary"] = [ew.binary_symbols[op].decode() for op in range(PYTPP_EW_N_BINARY)]
         res["eltwise"][name] = info
         res["norm"][name] = table_info(&lv.norm[dt].info)
+        res["optim"][name] = table_info(&lv.optim[dt].info)
     bf16 = pytpp_bf16_select(isa, _features, PYTPP_BF16_AUTO)
     info = table_info(&bf16.info)
     info["main"] = (bf16.mr_main, bf16.nv_main)

@@ -1,5 +1,6 @@
-"""Normalisations: layer_norm and rms_norm forward and backward on rows that fit the caches,
-batches that do not (GB/s of bytes read + written, % of the measured copy bandwidth).
+"""Normalisations and optimizer steps: layer_norm and rms_norm forward and backward on rows that
+fit the caches, batches that do not; SGD, AdamW and split-SGD steps on 16M parameters (GB/s of
+bytes read + written, % of the measured copy bandwidth).
 
 Peers: torch.nn.functional (forward; backward through autograd of the same graph, timed
 without the forward) and the numpy composite a numpy user writes.
@@ -107,3 +108,62 @@ def run(h):
         _layer_norm(h, threads, (4096, 1024), BF16)
         _layer_norm_backward(h, threads, (16384, 768))
         _rms_norm(h, threads, (4096, 4096))
+        _optimizers(h, threads, 16 << 20)
+
+
+def _optimizers(h, threads, n):
+    torch = h.torch
+    rng = np.random.default_rng(3)
+    p = rng.standard_normal(n).astype(np.float32)
+    g = rng.standard_normal(n).astype(np.float32) * np.float32(1e-3)
+    buf, m, v = np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(n, np.float32)
+    impls = [("pytpp", lambda: nn.sgd_step(p, g, buf, lr=1e-3, momentum=0.9, weight_decay=1e-4))]
+    if torch is not None:
+        tp = torch.from_numpy(p.copy())
+        tp.grad = torch.from_numpy(g)
+        opt = torch.optim.SGD([tp], lr=1e-3, momentum=0.9, weight_decay=1e-4)
+        impls.append(("torch SGD", opt.step))
+    h.compare(f"sgd_step momentum float32 n={n}", threads, 20 * n, "GB/s", "copy_gbs", impls)
+    steps = iter(range(1, 1 << 30))
+    impls = [("pytpp", lambda: nn.adamw_step(p, g, m, v, step=next(steps)))]
+    if torch is not None:
+        tp = torch.from_numpy(p.copy())
+        tp.grad = torch.from_numpy(g)
+        opt_a = torch.optim.AdamW([tp], lr=1e-3)
+        impls.append(("torch AdamW", opt_a.step))
+        if "fused" in torch.optim.AdamW.__init__.__code__.co_varnames:
+            tq = torch.from_numpy(p.copy())
+            tq.grad = torch.from_numpy(g)
+            try:
+                opt_f = torch.optim.AdamW([tq], lr=1e-3, fused=True)
+                opt_f.step()
+                impls.append(("torch AdamW fused", opt_f.step))
+            except (RuntimeError, ValueError):
+                pass
+    h.compare(f"adamw_step float32 n={n}", threads, 28 * n, "GB/s", "copy_gbs", impls)
+    bits = p.view(np.uint32)
+    hi = (bits >> 16).astype(np.uint16).view(BF16)
+    lo = (bits & 0xFFFF).astype(np.uint16)
+    impls = [("pytpp", lambda: nn.split_sgd_step(hi, lo, g, lr=1e-3))]
+    if torch is not None:
+        th = torch.from_numpy(hi.view(np.uint16).astype(np.int32))
+        tl = torch.from_numpy(lo.astype(np.int32))
+        tg = torch.from_numpy(g)
+        h16, l16 = torch.from_numpy(hi.view(np.int16)), torch.from_numpy(lo.view(np.int16))
+
+        def torch_split():   # the same update composed of torch ops on int32 views
+            master = ((h16.to(torch.int32) & 0xFFFF) << 16 | (l16.to(torch.int32) & 0xFFFF))
+            w = master.view(torch.float32).sub_(tg, alpha=1e-3).view(torch.int32)
+            h16.copy_((w >> 16).to(torch.int16))
+            l16.copy_((w & 0xFFFF).to(torch.int16))
+        del th, tl
+        impls.append(("torch composite", torch_split))
+
+    def numpy_split():
+        master = ((hi.view(np.uint16).astype(np.uint32) << 16) | lo).view(np.float32)
+        master -= np.float32(1e-3) * g
+        w = master.view(np.uint32)
+        hi.view(np.uint16)[...] = w >> 16
+        lo[...] = w & 0xFFFF
+    impls.append(("numpy composite", numpy_split))
+    h.compare(f"split_sgd_step n={n}", threads, 12 * n, "GB/s", "copy_gbs", impls)

@@ -1,7 +1,8 @@
 """pytpp.nn: neural-network building blocks on numpy arrays.
 
 Activations, softmax and dropout (with their backward functions) run on the element-wise TPP
-engine, layer_norm and rms_norm (and theirs) on one-pass row kernels: any float dtype (float64, float32, bfloat16), any strides, ``out=``, threads over large
+engine, layer_norm and rms_norm (and theirs) on one-pass row kernels; optimizer steps
+(sgd_step, adamw_step, split_sgd_step) update parameters in place in one fused pass: any float dtype (float64, float32, bfloat16), any strides, ``out=``, threads over large
 arrays.
 
 >>> import numpy as np, pytpp
@@ -12,8 +13,9 @@ from pytpp.nn._activations import (dropout, dropout_backward, exp, exp_backward,
                                    gelu_backward, relu, relu_backward, sigmoid, sigmoid_backward,
                                    softmax, softmax_backward, tanh, tanh_backward)
 from pytpp.nn._norms import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
+from pytpp.nn._optim import adamw_step, sgd_step, split_sgd_step
 
 __all__ = ["relu", "gelu", "tanh", "sigmoid", "exp", "softmax", "dropout", "relu_backward",
            "gelu_backward", "tanh_backward", "sigmoid_backward", "exp_backward",
            "softmax_backward", "dropout_backward", "layer_norm", "layer_norm_backward",
-           "rms_norm", "rms_norm_backward"]
+           "rms_norm", "rms_norm_backward", "sgd_step", "adamw_step", "split_sgd_step"]

@@ -11,6 +11,7 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
         .smm_flavours = 1,
         .eltwise = {[PYTPP_F64] = &pytpp_ew_f64_ref, [PYTPP_F32] = &pytpp_ew_f32_ref},
         .norm = {[PYTPP_F64] = &pytpp_norm_f64_ref, [PYTPP_F32] = &pytpp_norm_f32_ref},
+        .optim = {[PYTPP_F64] = &pytpp_optim_f64_ref, [PYTPP_F32] = &pytpp_optim_f32_ref},
         .bf16_default = PYTPP_BF16_REF,
     },
     [PYTPP_ISA_AVX2] = {
@@ -23,6 +24,7 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
         .smm_flavours = 2,
         .eltwise = {[PYTPP_F64] = &pytpp_ew_f64_avx2, [PYTPP_F32] = &pytpp_ew_f32_avx2},
         .norm = {[PYTPP_F64] = &pytpp_norm_f64_avx2, [PYTPP_F32] = &pytpp_norm_f32_avx2},
+        .optim = {[PYTPP_F64] = &pytpp_optim_f64_avx2, [PYTPP_F32] = &pytpp_optim_f32_avx2},
         /* operands widened to fp32 while packing: vdpbf16ps bits at fp32 FMA speed */
         .bf16_default = PYTPP_BF16_AVX2_WIDENED,
     },
@@ -36,6 +38,7 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
         .smm_flavours = 2,
         .eltwise = {[PYTPP_F64] = &pytpp_ew_f64_avx512, [PYTPP_F32] = &pytpp_ew_f32_avx512},
         .norm = {[PYTPP_F64] = &pytpp_norm_f64_avx512, [PYTPP_F32] = &pytpp_norm_f32_avx512},
+        .optim = {[PYTPP_F64] = &pytpp_optim_f64_avx512, [PYTPP_F32] = &pytpp_optim_f32_avx512},
         .bf16_default = PYTPP_BF16_AVX512,
     },
 };
@@ -74,9 +77,11 @@ int pytpp_dispatch_missing(int isa)
     for (int dt = 0; dt < PYTPP_NDTYPES; ++dt) {
         const pytpp_gemm_kernels *g = lv->brgemm[dt];
         const pytpp_norm_kernels *nk = lv->norm[dt];
-        missing += !g || !lv->packed[dt] || !lv->eltwise[dt] || !nk;
-        if (!g || !lv->packed[dt] || !lv->eltwise[dt] || !nk) continue;
+        const pytpp_optim_kernels *ok = lv->optim[dt];
+        missing += !g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok;
+        if (!g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok) continue;
         missing += !nk->layer_fwd + !nk->rms_fwd + !nk->layer_bwd + !nk->rms_bwd;
+        missing += !ok->sgd + !ok->adamw + (dt == PYTPP_F32 && !ok->split_sgd);
         for (int nv = 1; nv <= PYTPP_NV_MAX; ++nv)
             for (int mr = 1; mr <= g->mr_max[nv]; ++mr)
                 for (int t = 0; t < 2; ++t)

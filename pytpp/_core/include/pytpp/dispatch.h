@@ -15,6 +15,7 @@
 #include "pytpp/smallgemm.h"
 #include "pytpp/eltwise.h"
 #include "pytpp/norm.h"
+#include "pytpp/optim.h"
 
 /* bf16 GEMM kernels: the level's default (AUTO) or one named for tests and tuning. */
 enum pytpp_bf16_kernel {
@@ -31,6 +32,7 @@ typedef struct pytpp_level_kernels {
     int smm_flavours;
     const pytpp_ew_kernels *eltwise[PYTPP_NDTYPES];     /* element-wise: eltwise_ukr.inc */
     const pytpp_norm_kernels *norm[PYTPP_NDTYPES];      /* layer/RMS norm: norm_rows.inc */
+    const pytpp_optim_kernels *optim[PYTPP_NDTYPES];    /* optimizer steps: optim_rows.inc */
     int bf16_default;                                   /* AUTO without AVX512_BF16 */
 } pytpp_level_kernels;
 
