@@ -1,6 +1,8 @@
 """pytpp.matmul: np.matmul semantics on a Goto/BLIS packed GEMM, float64/float32/bfloat16; the
 products it has no kernel for (integers, complex, object ...) are numpy's."""
-from typing import NamedTuple
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -10,6 +12,10 @@ from pytpp._core import _runtime
 from pytpp.linalg import _operands as ops
 from pytpp.linalg import _smallgemm
 from pytpp.linalg._operands import BFLOAT16, F32 as _F32, F64 as _F64
+
+if TYPE_CHECKING:
+    from pytpp._typing import Array, ArrayLike, DTypeLike
+    from pytpp.linalg._packed import PackedMatrix
 
 _FN = "pytpp.matmul"
 
@@ -38,7 +44,8 @@ def _resolve_dtypes(a, b, dtype, out):
     return code, operand, default if dtype is None else dtype
 
 
-def matmul(a, b, /, out=None, *, dtype=None):
+def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, /, out: Array | None = None, *,
+           dtype: DTypeLike = None) -> Any:
     """Matrix product of two arrays, a drop-in for :func:`numpy.matmul`.
 
     A Goto/BLIS packed GEMM (five loops around the engine's micro-kernels, A and B packed into
