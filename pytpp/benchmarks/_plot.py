@@ -55,7 +55,8 @@ def _roofline(ax, rows, peaks, threads, numbers):
     lo = min(xs + [ridge]) / 4
     hi = max(xs + [ridge]) * 8
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-    ax.plot(grid, [min(bandwidth * x, top) for x in grid], "k-", lw=1.2,
+    # the memory line up to where it meets the highest roof (beyond, the roofs take over)
+    ax.plot([lo, ridge], [bandwidth * lo, top], "k-", lw=1.2,
             label=f"memory copy {bandwidth:.1f} GB/s")
     for (label, peak), style in zip(roofs, ("--", "-.", ":")):
         ax.plot(grid, [min(peak, bandwidth * x) for x in grid], "k" + style, lw=1,
