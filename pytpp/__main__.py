@@ -1,4 +1,4 @@
-"""Command line: `python -m pytpp info | bench CASE... | demo`."""
+"""Command line: `python -m pytpp info | bench CASE... | bench compare A B | demo`."""
 import argparse
 import sys
 
@@ -48,7 +48,13 @@ def _bench(args):
     if args.list:
         print("\n".join(run.available()))
         return 0
-    return run.main(args.cases, threads=args.threads, quick=args.quick, repeats=args.repeats)
+    if args.cases[:1] == ["compare"]:
+        if len(args.cases) != 3:
+            raise SystemExit("usage: python -m pytpp bench compare A.json B.json")
+        from pytpp.benchmarks import _compare
+        return _compare.main(*args.cases[1:])
+    return run.main(args.cases, threads=args.threads, quick=args.quick, repeats=args.repeats,
+                    json_path=args.json, plot_path=args.plot, match=args.match)
 
 
 def _version():
@@ -70,12 +76,23 @@ def main(argv=None):
     pi.set_defaults(fn=_info)
     pd = sub.add_parser("demo", help="run BRGEMM on built-in random data at every ISA level")
     pd.set_defaults(fn=_demo)
-    pb = sub.add_parser("bench", help="benchmarks against numpy/scipy/torch, in one run")
+    pb = sub.add_parser("bench", help="benchmarks against numpy/scipy/torch, in one run; "
+                                      "`bench compare A.json B.json` compares two reports",
+                        usage="python -m pytpp bench [CASE ...] [options]\n"
+                              "       python -m pytpp bench compare A.json B.json")
     pb.add_argument("cases", nargs="*", help="benchmark names (default: all but dask); see --list")
     pb.add_argument("--list", action="store_true", help="print the benchmark names and exit")
     pb.add_argument("--threads", default="1", help="comma-separated thread counts, e.g. 1,2")
     pb.add_argument("--quick", action="store_true", help="fewer repetitions and sizes")
     pb.add_argument("--repeats", type=int, default=None, help="timed repetitions per case")
+    pb.add_argument("--match", metavar="TEXT", default=None,
+                    help="time only the cases whose name contains TEXT")
+    pb.add_argument("--json", metavar="FILE", default=None,
+                    help="write a report: machine (CPU, ISA level, peaks, versions, date) and "
+                         "every row")
+    pb.add_argument("--plot", metavar="FILE.png", default=None,
+                    help="draw a roofline and a speedup-vs-best-peer chart (needs matplotlib: "
+                         "pip install 'pytpp[plot]')")
     pb.set_defaults(fn=_bench)
     args = p.parse_args(argv)
     return args.fn(args) or 0

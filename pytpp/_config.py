@@ -1,7 +1,10 @@
 """Process-wide configuration: ISA level (capped by PYTPP_ISA), threads, cache sizes."""
+from __future__ import annotations
+
 import contextlib
 import os
 import warnings
+from collections.abc import Iterator
 
 from pytpp._core import _runtime
 
@@ -67,17 +70,17 @@ def _apply_env_isa():
     _runtime.set_isa(LEVELS[min(best, LEVELS.index(cap))])
 
 
-def available_isas():
+def available_isas() -> tuple[str, ...]:
     """The ISA levels this machine can run, lowest first (tests run each of them)."""
     return LEVELS[: LEVELS.index(_runtime.best_isa()) + 1]
 
 
-def get_isa():
+def get_isa() -> str:
     """The ISA level kernels are dispatched for now."""
     return _runtime.get_isa()
 
 
-def set_isa(level):
+def set_isa(level: str) -> None:
     """Dispatch kernels for `level` ('ref', 'avx2' or 'avx512') from now on.
 
     Raises ValueError if the CPU cannot run that level.
@@ -86,7 +89,7 @@ def set_isa(level):
 
 
 @contextlib.contextmanager
-def use_isa(level):
+def use_isa(level: str) -> Iterator[str]:
     """Context manager: run the enclosed calls at ISA `level`, then restore the previous one.
 
     >>> import pytpp
@@ -102,14 +105,14 @@ def use_isa(level):
         _runtime.set_isa(previous)
 
 
-def get_num_threads():
+def get_num_threads() -> int:
     """Threads pytpp kernels use (process-wide; read at every call). Fewer than set when
     OpenMP's limit was lowered since import (``threadpoolctl.threadpool_limits(n,
     user_api="openmp")``)."""
     return _runtime.effective_num_threads()
 
 
-def set_num_threads(n):
+def set_num_threads(n: int) -> None:
     """Set the threads pytpp kernels use, process-wide.
 
     More threads than the CPUs this process may use is allowed but warned about: every kernel
@@ -139,7 +142,7 @@ def _init():
     _apply_env_isa()
 
 
-def get_include():
+def get_include() -> str:
     """Directory of pytpp's C headers, for Cython/C extensions that cimport pytpp's kernels.
 
     >>> import os, pytpp

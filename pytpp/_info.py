@@ -1,6 +1,9 @@
 """What the machine is and what pytpp chose: `pytpp.show_config()` and `python -m pytpp info`."""
+from __future__ import annotations
+
 import platform
 import textwrap
+from typing import TextIO
 
 from pytpp import _config
 from pytpp._core import _runtime
@@ -23,7 +26,7 @@ def config():
     }
 
 
-def show_config(file=None):
+def show_config(file: TextIO | None = None) -> None:
     """Print the CPU, its ISA features, the chosen level, cache sizes and thread count.
 
     >>> import pytpp

@@ -6,9 +6,10 @@ The policy (docs/api.md "dtypes, out= and aliasing"), in one place:
   like float32 when it meets another type (bfloat16 x bfloat16 is each function's own choice).
 - float16 inputs are computed in float32 and the result is float16, as numpy returns it.
 - Integer and bool inputs: the element-wise functions (``pytpp.nn``) compute them in float64,
-  as numpy's ufuncs ``np.exp``/``np.tanh`` do; the contractions (``matmul``, ``brgemm``,
-  ``matmul_stack``, ``pack``) raise TypeError, since numpy's integer matmul is exact and pytpp
-  has no exact integer path yet.
+  as numpy's ufuncs ``np.exp``/``np.tanh`` do; the contractions (``brgemm``, ``matmul_stack``,
+  ``pack``) raise TypeError, since numpy's integer matmul is exact and pytpp has no exact
+  integer path yet. ``matmul`` is the exception, a drop-in for ``np.matmul``: products it has
+  no kernel for are numpy's (linalg._matmul).
 - Operands of non-native byte order are converted once (the result is the same as numpy's).
 - ``out=`` takes any dtype the result casts to under ``same_kind`` (numpy's ufunc rule), any
   strides and byte order; an ``out`` that overlaps an input gives numpy's answer (the input is

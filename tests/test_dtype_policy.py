@@ -257,8 +257,7 @@ def test_backward_promotes(rng):
     assert pytpp.nn.relu_backward(g.astype(BF16), x.astype(BF16)).dtype == BF16
 
 
-@pytest.mark.parametrize("fn", [
-    lambda a, b: pytpp.matmul(a, b),
+@pytest.mark.parametrize("fn", [      # matmul takes them: tests/linalg/test_matmul_dropin.py
     lambda a, b: pytpp.brgemm(a[None], b[None]),
     lambda a, b: pytpp.linalg.pack(b),
     lambda a, b: pytpp.linalg.matmul_stack(a[None], b[None], np.zeros((1, 2, 2)), [0], [0], [0]),

@@ -3,6 +3,11 @@
 Rules (PERF-NOTES): reuse output buffers, warm up, time many short repetitions, report median and
 best, and compare against the peers measured in the same run. Rates are also shown as % of the
 peak measured at the start of the run (`python -m pytpp info` loops).
+
+Every measured row is also kept in `Harness.rows` (a dict per case, implementation and thread
+count) for the JSON report, the plots and `bench compare`: times, rate, and the work of one call
+as flops and compulsory bytes (each operand read once, the result written once) where the case
+knows them, which places it on the roofline.
 """
 import importlib
 import statistics
@@ -20,16 +25,59 @@ def optional_import(name):
         return None
 
 
+def library(impl):
+    """The library an implementation label belongs to: its first word ('pytpp.matmul' and
+    'pytpp exact' are pytpp, 'np.einsum' is numpy), or 'reference' for a label ending in
+    '(ref)': a yardstick timed beside the case (a plain copy next to a transpose, pytpp's fp32
+    product next to its bf16 one), neither pytpp's answer nor a peer's."""
+    if impl.endswith("(ref)"):
+        return "reference"
+    word = impl.replace(".", " ").split()[0].lower()
+    return {"np": "numpy"}.get(word, word)
+
+
+def scaled_peak(peaks, kind, threads):
+    """The peak of `kind` for `threads` from measured `peaks` ({threads: {kind: value}}, as
+    :func:`pytpp._info.measure` returns it, always with an entry for 1 thread)."""
+    one = peaks[1][kind]
+    measured = peaks[threads][kind] if threads in peaks else None
+    if kind.endswith("_gbs"):  # bandwidth does not scale with cores
+        return measured if measured is not None else one
+    if kind == "bf16" and one is None:
+        # no bf16 dot-product instruction: bf16 products run on the fp32 FMAs at best
+        return scaled_peak(peaks, "f32", threads)
+    if one is None:
+        return None
+    # Compute scales with cores exactly (PERF-NOTES); a t-thread loop that shared the CPU
+    # with another process would understate it and inflate every "% of peak".
+    return max(measured or 0.0, one * threads)
+
+
 class Harness:
-    def __init__(self, threads=(1,), quick=False, repeats=None, out=print):
+    """Times cases and records rows.
+
+    match: only cases whose name contains this text are timed (None: all).
+    peaks: preset peaks in the form of :func:`pytpp._info.measure` (None: measured when needed).
+    progress: an object with `step(case)` told after each timed case (the command line's
+    progress line), or None.
+    """
+
+    def __init__(self, threads=(1,), quick=False, repeats=None, out=print, match=None,
+                 peaks=None, progress=None):
         self.threads = tuple(threads)
         self.quick = quick
         self.repeats = repeats or (10 if quick else 30)
         self.out = out
+        self.match = match
+        self.progress = progress
         self.torch = optional_import("torch")
-        self._peaks = None
+        self._peaks = peaks
         self.rows = []
         self.nthreads = 1
+
+    def wants(self, case):
+        """True when `case` is to be timed (its name contains the --match text)."""
+        return self.match is None or self.match in case
 
     # ---- machine limits -------------------------------------------------------------
     def peaks(self):
@@ -39,19 +87,7 @@ class Harness:
 
     def peak(self, kind, threads):
         """Measured peak for `kind` ('f64', 'f32', 'bf16', 'int8', 'read_gbs', 'copy_gbs')."""
-        p = self.peaks()
-        one = p[1][kind]
-        measured = p[threads][kind] if threads in p else None
-        if kind.endswith("_gbs"):  # bandwidth does not scale with cores
-            return measured if measured is not None else one
-        if kind == "bf16" and one is None:
-            # no bf16 dot-product instruction: bf16 products run on the fp32 FMAs at best
-            return self.peak("f32", threads)
-        if one is None:
-            return None
-        # Compute scales with cores exactly (PERF-NOTES); a t-thread loop that shared the CPU
-        # with another process would understate it and inflate every "% of peak".
-        return max(measured or 0.0, one * threads)
+        return scaled_peak(self.peaks(), kind, threads)
 
     # ---- thread control ---------------------------------------------------------------
     def set_threads(self, n):
@@ -127,12 +163,18 @@ class Harness:
     def header(self, title):
         self.out(f"\n== {title}")
 
-    def compare(self, case, threads, work, unit, peak_kind, impls):
+    def compare(self, case, threads, work, unit, peak_kind, impls, *, nbytes=None, flops=None):
         """Time each (name, fn) in `impls` (pytpp first) and print one row per implementation.
 
         work: flops (unit 'GFLOP/s'/'GOP/s') or bytes (unit 'GB/s') per call.
+        nbytes: compulsory bytes moved per call, for a flop-rated case (None: unknown).
+        flops: operations per call of a byte-rated case; element-wise cases count one per
+        element, which puts them on the roofline at 1 / (bytes per element) flop/byte.
         Ratio column: pytpp's median rate over this implementation's median rate.
+        Returns [(name, median, best)], empty when the case is not wanted (--match).
         """
+        if not self.wants(case):
+            return []
         impls = [(name, fn) for name, fn in impls if fn is not None]
         timings = self.time_many([fn for _, fn in impls])
         results = [(name, med, best) for (name, _), (med, best) in zip(impls, timings)]
@@ -145,10 +187,25 @@ class Harness:
             self.out(f"{case:38s} {name:16s} t={threads} {med * 1e6:11.1f} us (best {best * 1e6:10.1f})"
                      f" {rate_med:8.1f} {unit} (best {rate_best:7.1f}) {pct} of peak"
                      f"  pytpp x{ratio:5.2f}")
-            self.rows.append(dict(case=case, impl=name, threads=threads, median_s=med, best_s=best,
-                                  rate=rate_med, unit=unit, pct_peak=(rate_med / peak) if peak else None,
-                                  speedup_of_pytpp=ratio))
+            self.record(case, name, threads, med, best, work, unit, ratio, peak=peak,
+                        peak_kind=peak_kind, nbytes=nbytes, flops=flops)
+        if self.progress is not None:
+            self.progress.step(case)
         return results
+
+    def record(self, case, impl, threads, median, best, work, unit, speedup_of_pytpp, *,
+               peak=None, peak_kind=None, nbytes=None, flops=None):
+        """Keep one measured row (the arguments of :meth:`compare`, per implementation)."""
+        if unit == "GB/s":
+            nbytes = work
+        else:
+            flops = work
+        rate = work / median / 1e9
+        self.rows.append(dict(case=case, impl=impl, library=library(impl), threads=threads,
+                              median_s=median, best_s=best, rate=rate, unit=unit,
+                              pct_peak=rate / peak if peak else None,
+                              speedup_of_pytpp=speedup_of_pytpp, flops=flops, bytes=nbytes,
+                              peak_kind=peak_kind))
 
 
 def print_peaks(h):

@@ -5,6 +5,9 @@ import pytpp
 
 
 def _case(h, dtype, nb, m, n, k, threads):
+    case = f"brgemm {np.dtype(dtype).name} {nb}x{m}x{n}x{k}"
+    if not h.wants(case):
+        return
     rng = np.random.default_rng(0)
     a = rng.standard_normal((nb, m, k)).astype(dtype)
     b = rng.standard_normal((nb, k, n)).astype(dtype)
@@ -23,20 +26,23 @@ def _case(h, dtype, nb, m, n, k, threads):
         flat_b = tb.reshape(nb * k, n)
         impls.append(("torch mm(concat)", lambda: torch.mm(flat_a, flat_b, out=tout)))
     kind = "f64" if np.dtype(dtype) == np.float64 else "f32"
-    h.compare(f"brgemm {np.dtype(dtype).name} {nb}x{m}x{n}x{k}", threads, 2.0 * nb * m * n * k,
-              "GFLOP/s", kind, impls)
+    h.compare(case, threads, 2.0 * nb * m * n * k, "GFLOP/s", kind, impls,
+              nbytes=a.nbytes + b.nbytes + out.nbytes)
 
 
 def _independent(h, dtype, many, nb, m, n, k, threads):
+    case = f"{many} independent brgemm {np.dtype(dtype).name} {nb}x{m}^3"
+    if not h.wants(case):
+        return
     rng = np.random.default_rng(1)
     a = rng.standard_normal((many, nb, m, k)).astype(dtype)
     b = rng.standard_normal((many, nb, k, n)).astype(dtype)
     out = np.empty((many, m, n), dtype)
     kind = "f64" if np.dtype(dtype) == np.float64 else "f32"
-    h.compare(f"{many} independent brgemm {np.dtype(dtype).name} {nb}x{m}^3", threads,
-              2.0 * many * nb * m * n * k, "GFLOP/s", kind,
+    h.compare(case, threads, 2.0 * many * nb * m * n * k, "GFLOP/s", kind,
               [("pytpp.brgemm", lambda: pytpp.brgemm(a, b, out=out)),
-               ("numpy einsum", lambda: np.einsum("lbik,lbkj->lij", a, b, out=out, optimize=True))])
+               ("numpy einsum", lambda: np.einsum("lbik,lbkj->lij", a, b, out=out, optimize=True))],
+              nbytes=a.nbytes + b.nbytes + out.nbytes)
 
 
 def run(h):

@@ -60,6 +60,8 @@ def run(h):
                                                       lambda: x.map_blocks(_gelu_numpy).sum()),
             }
             for case, (work, unit, ours, peer) in graphs.items():
+                if not h.wants(case):
+                    continue
                 for impl, make in (("pytpp.dask", ours), ("dask + numpy", peer)):
                     make().compute()                      # warm up (and the workers' imports)
                     samples = []
@@ -72,9 +74,7 @@ def run(h):
                     ratio = med / times[(case, "pytpp.dask", workers)]   # peer time / ours
                     h.out(f"{case:34s} {impl:13s} workers={workers} {med:8.3f} s (best {best:7.3f})"
                           f" {work / med / 1e9:8.1f} {unit}  pytpp x{ratio:5.2f}")
-                    h.rows.append(dict(case=case, impl=impl, threads=workers, median_s=med,
-                                       best_s=best, rate=work / med / 1e9, unit=unit,
-                                       speedup_of_pytpp=ratio))
+                    h.record(case, impl, workers, med, best, work, unit, ratio)
         cluster.close()
     for case in dict.fromkeys(c for c, _, _ in times):
         for impl in ("pytpp.dask", "dask + numpy"):

@@ -2,7 +2,9 @@
 
 Rates are GB/s of bytes read + written per call, shown as % of the measured copy bandwidth
 (`python -m pytpp info`: the better of ordinary and streaming stores between two 256 MiB
-buffers, also read + write). All implementations write into preallocated outputs.
+buffers, also read + write). All implementations write into preallocated outputs. On the
+roofline (`bench --plot`) each case counts one operation per element: these are pure bandwidth
+cases, drawn at 1 / (bytes per element) operations per byte, on or under the memory line.
 """
 import ml_dtypes
 import numpy as np
@@ -54,13 +56,18 @@ def _peers_unary(h, name, x, out):
     return impls
 
 
+ACTIVATIONS = ("exp", "tanh", "sigmoid", "gelu", "gelu_tanh", "relu")
+
+
 def _activations(h, threads, n):
     rng = np.random.default_rng(0)
     for dtype in (np.float32, BF16):
+        dname = np.dtype(dtype).name
+        if not any(h.wants(f"{name} {dname} n={n}") for name in ACTIVATIONS):
+            continue
         x = rng.standard_normal(n).astype(dtype)
         out = np.empty_like(x)
         nbytes = 2 * x.nbytes
-        dname = np.dtype(dtype).name
         cases = [("exp", lambda: nn.exp(x, approx=True, out=out), "approx"),
                  ("exp", lambda: nn.exp(x, out=out), "exact"),
                  ("tanh", lambda: nn.tanh(x, approx=True, out=out), "pade"),
@@ -79,10 +86,14 @@ def _activations(h, threads, n):
             if name not in done_peers:
                 impls += _peers_unary(h, name, x, out)
                 done_peers.add(name)
-            h.compare(f"{name} {dname} n={n}", threads, nbytes, "GB/s", "copy_gbs", impls)
+            h.compare(f"{name} {dname} n={n}", threads, nbytes, "GB/s", "copy_gbs", impls,
+                      flops=x.size)
 
 
 def _softmax(h, threads):
+    case = "softmax float32 (4096, 1024) axis=-1"
+    if not h.wants(case):
+        return
     rng = np.random.default_rng(1)
     x = rng.standard_normal((4096, 1024)).astype(np.float32)
     out = np.empty_like(x)
@@ -97,13 +108,15 @@ def _softmax(h, threads):
         tx, to = torch.from_numpy(x), torch.from_numpy(out)
         impls.append(("torch softmax", lambda: torch.softmax(tx, -1, out=to)
                       if hasattr(torch, "softmax") else None))
-    h.compare("softmax float32 (4096, 1024) axis=-1", threads, 2 * x.nbytes, "GB/s", "copy_gbs",
-              impls)
+    h.compare(case, threads, 2 * x.nbytes, "GB/s", "copy_gbs", impls, flops=x.size)
 
 
 def _transpose(h, threads, n):
     rng = np.random.default_rng(2)
     for dtype in (np.float32, BF16):
+        case = f"transpose {np.dtype(dtype).name} {n}x{n}"
+        if not h.wants(case):
+            continue
         x = rng.standard_normal((n, n)).astype(dtype)
         out = np.empty_like(x)
         k = pytpp.tpp.unary("transpose", n, n, dtype)
@@ -114,8 +127,7 @@ def _transpose(h, threads, n):
             torch = h.torch
             tx, to = torch.from_numpy(x), torch.from_numpy(out)
             impls.append(("torch t().copy", lambda: to.copy_(tx.t())))
-        h.compare(f"transpose {np.dtype(dtype).name} {n}x{n}", threads, 2 * x.nbytes, "GB/s",
-                  "copy_gbs", impls)
+        h.compare(case, threads, 2 * x.nbytes, "GB/s", "copy_gbs", impls, flops=x.size)
 
 
 def run(h):

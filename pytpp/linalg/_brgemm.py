@@ -1,15 +1,19 @@
 """pytpp.brgemm: batch-reduce GEMM on numpy arrays of any strides."""
+from __future__ import annotations
+
 import math
 
 import numpy as np
 
 from pytpp import _validate
 from pytpp._core import _brgemm, _runtime
+from pytpp._typing import Array, ArrayLike
 
 _FN = "pytpp.brgemm"
 
 
-def brgemm(a, b, c=None, /, *, beta=1.0, out=None):
+def brgemm(a: ArrayLike, b: ArrayLike, c: ArrayLike | None = None, /, *, beta: float = 1.0,
+           out: Array | None = None) -> Array:
     """Batch-reduce matrix product: ``beta * c + sum_i a[..., i, :, :] @ b[..., i, :, :]``.
 
     Parameters

@@ -1,4 +1,9 @@
-"""pytpp.matmul: np.matmul semantics on a Goto/BLIS packed GEMM, float64/float32/bfloat16."""
+"""pytpp.matmul: np.matmul semantics on a Goto/BLIS packed GEMM, float64/float32/bfloat16; the
+products it has no kernel for (integers, complex, object ...) are numpy's."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
 import numpy as np
 
 from pytpp import _validate
@@ -7,6 +12,10 @@ from pytpp._core import _runtime
 from pytpp.linalg import _operands as ops
 from pytpp.linalg import _smallgemm
 from pytpp.linalg._operands import BFLOAT16, F32 as _F32, F64 as _F64
+
+if TYPE_CHECKING:
+    from pytpp._typing import Array, ArrayLike, DTypeLike
+    from pytpp.linalg._packed import PackedMatrix
 
 _FN = "pytpp.matmul"
 
@@ -35,42 +44,48 @@ def _resolve_dtypes(a, b, dtype, out):
     return code, operand, default if dtype is None else dtype
 
 
-def matmul(a, b, /, out=None, *, dtype=None):
-    """Matrix product of two arrays, with the semantics of :func:`numpy.matmul`.
+def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, /, out: Array | None = None, *,
+           dtype: DTypeLike = None) -> Any:
+    """Matrix product of two arrays, a drop-in for :func:`numpy.matmul`.
 
     A Goto/BLIS packed GEMM (five loops around the engine's micro-kernels, A and B packed into
     cache-sized panels, blocks sized from the detected caches) on the best ISA level of this CPU;
-    small products skip packing and threads.
+    small products skip packing and threads. Products pytpp has no kernel for are numpy's.
 
     Parameters
     ----------
     a, b : array_like
-        float64, float32 or ``ml_dtypes.bfloat16``, any strides (transposed, Fortran-ordered and
-        negative-stride views are read in place, no copy). 1-D operands are promoted to a matrix
-        (``a`` to a row, ``b`` to a column) and the added dimension is removed from the result;
-        leading dimensions broadcast. ``b`` may also be a :class:`pytpp.linalg.PackedMatrix`.
+        Any dtype ``np.matmul`` takes. pytpp's kernels compute float64, float32,
+        ``ml_dtypes.bfloat16`` and float16 (in float32) products, and integer or bool operands
+        met with one of those (converted first, as numpy casts them); any strides (transposed,
+        Fortran-ordered and negative-stride views are read in place, no copy). Every other
+        product (integer x integer, bool, complex, longdouble, object ...) is computed by
+        ``np.matmul``, with its result dtype. 1-D operands are promoted to a matrix (``a`` to a
+        row, ``b`` to a column) and the added dimension is removed from the result; leading
+        dimensions broadcast. ``b`` may also be a :class:`pytpp.linalg.PackedMatrix`.
     out : ndarray, optional
-        Where to write the result: exactly the result's shape; its dtype is used as the result
-        dtype when `dtype` is not given (same-kind casting from the computed type). It may overlap
-        the inputs (the product is then computed into a temporary first), as in numpy.
+        Where to write the result: exactly the result's shape; its dtype can be any dtype the
+        result casts to under numpy's ``same_kind`` rule. It may overlap the inputs (the product
+        is then computed into a temporary first), as in numpy.
     dtype : dtype, optional
-        Result dtype: float64, float32 or bfloat16. bfloat16 x bfloat16 multiplies with float32
+        Result dtype, as numpy's ``dtype=``. bfloat16 x bfloat16 multiplies with float32
         accumulation and returns float32 unless ``dtype=ml_dtypes.bfloat16`` (rounded to nearest
         even). Mixed bfloat16 x float32 computes in float32 (bfloat16 widens exactly).
 
     Returns
     -------
-    ndarray
+    ndarray or scalar
         The product, shape ``broadcast(a.shape[:-2], b.shape[:-2]) + (m, n)`` minus promoted
-        dimensions. float64 if an input is float64, else float32 (bfloat16 when asked).
+        dimensions (a scalar for two 1-D operands). Its dtype is numpy's, except that
+        bfloat16 x bfloat16 gives float32 unless `dtype` says otherwise.
 
     Raises
     ------
-    TypeError
-        For an unsupported dtype (int, complex, ...) of `a`, `b`, `out` or `dtype`.
-    ValueError
-        For 0-d operands, mismatched core dimensions, leading dimensions that do not broadcast,
-        a wrong `out` shape or a read-only `out`.
+    TypeError, ValueError
+        Exactly what ``np.matmul`` raises for the same call (0-d operands, mismatched core
+        dimensions, leading dimensions that do not broadcast, a wrong `out` shape, a read-only
+        `out`, an `out` the result does not cast to): a call pytpp's checks refuse is handed to
+        numpy before any kernel runs. With a PackedMatrix, pytpp's own errors.
 
     Notes
     -----
@@ -88,6 +103,9 @@ def matmul(a, b, /, out=None, *, dtype=None):
     array([ 3., 12.])
     >>> pytpp.matmul(np.ones((4, 2, 3), np.float32), b.astype(np.float32)).shape
     (4, 2, 2)
+    >>> pytpp.matmul(np.arange(4).reshape(2, 2), np.eye(2, dtype=np.int64))  # numpy's, exact
+    array([[0, 1],
+           [2, 3]])
     >>> import ml_dtypes
     >>> x = np.ones((2, 8), ml_dtypes.bfloat16)
     >>> pytpp.matmul(x, x.T)
@@ -104,7 +122,12 @@ def matmul(a, b, /, out=None, *, dtype=None):
         return b._rmatmul(a, out, dtype)
     if getattr(a, "_pytpp_packed", False):
         raise TypeError(f"{_FN}: a PackedMatrix can only be the right operand (b)")
-    return _matmul_general(a, b, out, dtype)
+    plan = _plan(a, b, out, dtype)
+    if plan is None:
+        # no kernel for these dtypes, or a call pytpp's checks refuse: numpy computes it or
+        # raises its own error for it (its exception type and message: a drop-in)
+        return np.matmul(a, b, out=out, dtype=dtype)
+    return _run(plan)
 
 
 def _result_shape(a, b):
@@ -127,44 +150,72 @@ def _result_shape(a, b):
     return a2, b2, lead, m, k, n, shape
 
 
-def _matmul_general(a, b, out, dtype):
-    a = ops.as_operand(a, "a")
-    b = ops.as_operand(b, "b")
-    a2, b2, lead, m, k, n, shape = _result_shape(a, b)
-    dt_code, op_dtype, result = _resolve_dtypes(a, b, dtype, out)
-    out, out_given = ops.result_array(out, shape, result)
+class _Plan(NamedTuple):
+    a: np.ndarray
+    b: np.ndarray
+    a2: np.ndarray
+    b2: np.ndarray
+    lead: tuple
+    m: int
+    k: int
+    n: int
+    dt_code: int
+    op_dtype: np.dtype
+    out: np.ndarray
+    out_given: bool
+
+
+def _plan(a, b, out, dtype):
+    """The call checked and its result allocated, before any kernel runs; None when pytpp has
+    no kernel for the dtypes or its checks refuse the call (numpy then takes it)."""
+    try:
+        a = ops.as_operand(a, "a", integers=True)
+        b = ops.as_operand(b, "b", integers=True)
+        if not ops.kernel_computes(a.dtype, b.dtype, dtype):
+            return None
+        a2, b2, lead, m, k, n, shape = _result_shape(a, b)
+        dt_code, op_dtype, result = _resolve_dtypes(a, b, dtype, out)
+        out, out_given = ops.result_array(out, shape, result)
+    except (TypeError, ValueError):
+        return None
+    return _Plan(a, b, a2, b2, lead, m, k, n, dt_code, op_dtype, out, out_given)
+
+
+def _run(p):
+    """Compute a checked call: the product into p.out (or a temporary, then copied in)."""
+    out, lead, m, n = p.out, p.lead, p.m, p.n
     if out.size == 0:
         return out
-    if k == 0:
+    if p.k == 0:
         out[...] = 0
-        return ops.scalar_if_0d(out, out_given)
-    a2 = _validate.kernel_operand(a2, op_dtype)
-    b2 = _validate.kernel_operand(b2, op_dtype)
-    acc_dtype = _F32 if dt_code == _cm.DT_BF16 else op_dtype
+        return ops.scalar_if_0d(out, p.out_given)
+    a2 = _validate.kernel_operand(p.a2, p.op_dtype)
+    b2 = _validate.kernel_operand(p.b2, p.op_dtype)
+    acc_dtype = _F32 if p.dt_code == _cm.DT_BF16 else p.op_dtype
     full = lead + (m, n)
     # Where the kernel writes: out itself when it has the accumulation dtype, unit column (or
     # row: then C^T = B^T A^T) stride and no overlap with the inputs; a temporary otherwise.
     view = out
-    if a.ndim == 1:  # put back the dimensions 1-D promotion removed (always a view)
-        view = np.expand_dims(view, -1 if b.ndim == 1 else -2)
-    if b.ndim == 1:
+    if p.a.ndim == 1:  # put back the dimensions 1-D promotion removed (always a view)
+        view = np.expand_dims(view, -1 if p.b.ndim == 1 else -2)
+    if p.b.ndim == 1:
         view = np.expand_dims(view, -1)
     direct = (out.dtype == acc_dtype and _validate.element_strides_ok(view)
               and not np.may_share_memory(view, a2) and not np.may_share_memory(view, b2))
     isa = _runtime.isa_index(_runtime.get_isa())
     if direct and (view.strides[-1] == view.itemsize or n == 1):
-        _compute(a2, b2, view, lead, dt_code, isa)
+        _compute(a2, b2, view, lead, p.dt_code, isa)
     elif direct and view.strides[-2] == view.itemsize:
         _compute(np.swapaxes(b2, -1, -2), np.swapaxes(a2, -1, -2), np.swapaxes(view, -1, -2),
-                 lead, dt_code, isa)
+                 lead, p.dt_code, isa)
     else:
         tmp = np.empty(full, acc_dtype)
-        _compute(a2, b2, tmp, lead, dt_code, isa)
+        _compute(a2, b2, tmp, lead, p.dt_code, isa)
         if out.dtype == BFLOAT16 and tmp.dtype == _F32:
             ops.store_bf16(tmp, view)
         else:
             np.copyto(view, tmp, casting="same_kind")
-    return ops.scalar_if_0d(out, out_given)
+    return ops.scalar_if_0d(out, p.out_given)
 
 
 def _compute(a2, b2, c, lead, dt_code, isa):

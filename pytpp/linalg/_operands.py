@@ -15,16 +15,43 @@ F64, F32, F16 = np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16)
 SUPPORTED = (F64, F32, BFLOAT16)
 RESULT_TYPES = SUPPORTED + (F16,)
 NAMES = "float64, float32, bfloat16 or float16"
+_KERNEL_FLOATS = frozenset(RESULT_TYPES)
 
 # The bf16 kernel products run: 0 the level's best, or an index of _core._matmul.BF16_KERNELS
 # that tests set to force one.
 bf16_kernel = 0
 
-def as_operand(x, name, fn=FN):
+def kernel_computes(a_dtype, b_dtype, dtype):
+    """True when pytpp's kernels compute np.matmul's product of these operand dtypes (and
+    `dtype=` argument): every operand real floating (float64, float32, float16, bfloat16),
+    integer or bool, and a result, numpy's promotion or `dtype`, that is one of the floating
+    types. Integer and bool operands then convert to the compute dtype, as numpy casts them.
+    Anything else (integer x integer, complex, object, longdouble ...) has no kernel."""
+    if dtype is None and a_dtype in _KERNEL_FLOATS and b_dtype in _KERNEL_FLOATS:
+        return True    # the common call, decided without promotion (floats promote to these)
+    for d in (a_dtype, b_dtype):
+        if d.kind not in "biu" and d.newbyteorder("=") not in RESULT_TYPES:
+            return False
+    if dtype is None:
+        result = _validate.promote(a_dtype.newbyteorder("="), b_dtype.newbyteorder("="))
+    else:
+        try:
+            result = np.dtype(dtype)
+        except TypeError:
+            return False
+    return result in RESULT_TYPES
+
+
+def as_operand(x, name, fn=FN, *, integers=False):
+    """`x` as an operand array: floating (integers and bools too when `integers`), native byte
+    order, at least 1-D; TypeError / ValueError naming `fn` and `name` otherwise."""
     if not (isinstance(x, np.ndarray) or hasattr(x, "__array__")
             or isinstance(x, (list, tuple, int, float))):
         raise TypeError(f"{fn}: {name} must be array_like, got {type(x).__name__}")
-    arr = _validate.contraction_operand(x, name, fn)
+    if integers:
+        arr = _validate.as_array(x, name, fn)
+    else:
+        arr = _validate.contraction_operand(x, name, fn)
     if arr.ndim == 0:
         raise ValueError(f"{fn}: {name} is a scalar (0-d); matmul needs at least 1 dimension "
                          f"(use * for scalars)")

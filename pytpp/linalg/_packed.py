@@ -1,10 +1,15 @@
 """Pre-packed constant weights: pack B once into the GEMM's panel layout, multiply many times."""
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
 from pytpp._core import _matmul as _cm
 from pytpp._core import _runtime
 from pytpp import _validate
 from pytpp.linalg import _matmul as _mm
+from pytpp._typing import Array, ArrayLike, DTypeLike
 from pytpp.linalg import _operands as ops
 
 _FN = "pytpp.linalg.PackedMatrix"
@@ -53,11 +58,13 @@ class PackedMatrix:
            [[6., 9.]]])
     """
 
+    shape: tuple[int, int]
+    dtype: np.dtype[Any]
     _pytpp_packed = True
     __array_ufunc__ = None  # make numpy defer `ndarray @ PackedMatrix` to __rmatmul__
     ndim = 2
 
-    def __init__(self, b, *, dtype=None):
+    def __init__(self, b: ArrayLike, *, dtype: DTypeLike = None) -> None:
         b = ops.as_operand(b, "b", _FN)
         if b.ndim != 2:
             raise ValueError(f"{_FN}: b must be 2-D (k, n), got shape {b.shape}")
@@ -74,7 +81,7 @@ class PackedMatrix:
         self._code = {np.dtype(np.float64): _cm.DT_F64, np.dtype(np.float32): _cm.DT_F32}.get(
             dtype, _cm.DT_BF16)
         self.dtype = dtype
-        self.shape = tuple(b.shape)
+        self.shape = (b.shape[0], b.shape[1])
         self._layout = self._pack(_validate.kernel_operand(b, dtype))
 
     def _pack(self, src):
@@ -129,28 +136,28 @@ class PackedMatrix:
         return self._layout[2]
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Bytes of packed data."""
         return self._data.nbytes
 
     @property
-    def size(self):
+    def size(self) -> int:
         return self.shape[0] * self.shape[1]
 
     @property
-    def isa(self):
+    def isa(self) -> str:
         """Name of the kernels the current layout was packed for."""
         return self._blk["kernel"]
 
     @property
-    def T(self):
+    def T(self) -> Array:
         """The transposed matrix, unpacked (an ndarray)."""
         return self._unpack().T
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.shape[0]
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: DTypeLike = None, copy: bool | None = None) -> Array:
         """The unpacked matrix: always a new array (``copy=False`` raises ValueError)."""
         if copy is False:
             raise ValueError(f"{_FN}: a PackedMatrix holds no array to view; np.asarray makes a "
@@ -162,14 +169,14 @@ class PackedMatrix:
         # pickled as the matrix: re-packed on load, for the loading process's CPU and ISA level
         return _unpickle, (self._unpack(), self.dtype)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<pytpp PackedMatrix shape={self.shape} dtype={self.dtype} isa={self.isa} "
                 f"nbytes={self.nbytes}>")
 
-    def __rmatmul__(self, a):
+    def __rmatmul__(self, a: ArrayLike) -> Any:
         return self._rmatmul(a, None, None)
 
-    def __matmul__(self, x):
+    def __matmul__(self, x: ArrayLike) -> Any:
         # B @ x: B is unpacked for this product (packing pays off only on the right)
         return _mm.matmul(self._unpack(), x)
 
@@ -234,7 +241,7 @@ def _unpickle(b, dtype):
     return PackedMatrix(b, dtype=dtype)
 
 
-def pack(b, *, dtype=None):
+def pack(b: ArrayLike, *, dtype: DTypeLike = None) -> PackedMatrix:
     """Pack a constant right-hand matrix once: ``pytpp.linalg.PackedMatrix(b, dtype=dtype)``.
 
     Parameters

@@ -1,17 +1,20 @@
 """Stacks of small matrix products: strided stacks (the path ``pytpp.matmul`` takes for 3-D
 operands) and DBCSR-style indexed stacks (``pytpp.linalg.matmul_stack``)."""
+from __future__ import annotations
+
 import operator
 
 import numpy as np
 
 from pytpp import _validate
 from pytpp._core import _smallgemm
+from pytpp._typing import Array, ArrayLike
 
 
 _BFN = "pytpp.linalg.batched_matmul"
 
 
-def batched_matmul(a, b, out):
+def batched_matmul(a: ArrayLike, b: ArrayLike, out: Array) -> Array:
     """``out[l] = a[l] @ b[l]`` for every l of a 3-D stack: the small-GEMM stack engine.
 
     Nothing is packed, the kernel is planned once per call (not per matrix) and the stack is
@@ -112,7 +115,8 @@ def _index_array(x, name, count, bound):
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
-def matmul_stack(a, b, c, a_index, b_index, c_index, *, alpha=1.0):
+def matmul_stack(a: ArrayLike, b: ArrayLike, c: Array, a_index: ArrayLike, b_index: ArrayLike,
+                 c_index: ArrayLike, *, alpha: float = 1.0) -> Array:
     """DBCSR-style stack of small products: ``c[c_index[i]] += alpha * a[a_index[i]] @ b[b_index[i]]``.
 
     The products of one stack all have the same shape, as the blocks of CP2K's block-sparse

@@ -8,14 +8,19 @@ dtypes follow numpy's ufuncs: float64, float32 and bfloat16 run as they are, flo
 float32 and returns float16, integers and bools compute in float64. ``out=`` takes any dtype the
 result casts to (same_kind), any strides and byte order, and may overlap the inputs.
 """
+from __future__ import annotations
+
 import operator
 import secrets
+from collections.abc import Callable
+from typing import Literal, TypeVar, overload
 
 import numpy as np
 
 from pytpp import _validate
 from pytpp._core import _eltwise as _ew
 from pytpp._core import _runtime
+from pytpp._typing import Approx, Array, ArrayLike, Seed
 from pytpp.tpp import _eltwise as _eltwise_tpp
 
 BF16 = _validate.BF16
@@ -198,7 +203,10 @@ _UNARY_DOC = {
 }
 
 
-def _unary_doc(f):
+_F = TypeVar("_F", bound=Callable[..., Array])
+
+
+def _unary_doc(f: _F) -> _F:
     """Fill the shared x / out / Returns parts of an element-wise function's docstring."""
     for key, text in _UNARY_DOC.items():
         f.__doc__ = f.__doc__.replace("{" + key + "}", text)
@@ -206,7 +214,7 @@ def _unary_doc(f):
 
 
 @_unary_doc
-def relu(x, *, out=None):
+def relu(x: ArrayLike, *, out: Array | None = None) -> Array:
     """Rectified linear unit ``max(x, 0)``, element-wise.
 
     Parameters
@@ -226,7 +234,7 @@ def relu(x, *, out=None):
 
 
 @_unary_doc
-def exp(x, *, approx=False, out=None):
+def exp(x: ArrayLike, *, approx: Approx = False, out: Array | None = None) -> Array:
     """Exponential, element-wise.
 
     ``approx=True``: 2^n * 2^y with a degree-4 polynomial (float32 compute; relative error bound
@@ -252,7 +260,7 @@ def exp(x, *, approx=False, out=None):
 
 
 @_unary_doc
-def tanh(x, *, approx=False, out=None):
+def tanh(x: ArrayLike, *, approx: Approx = False, out: Array | None = None) -> Array:
     """Hyperbolic tangent, element-wise.
 
     ``approx=True`` or ``'pade'``: Pade [7/8] rational function with clamped input;
@@ -278,7 +286,7 @@ def tanh(x, *, approx=False, out=None):
 
 
 @_unary_doc
-def sigmoid(x, *, approx=False, out=None):
+def sigmoid(x: ArrayLike, *, approx: Approx = False, out: Array | None = None) -> Array:
     """Logistic sigmoid ``1 / (1 + exp(-x))``, element-wise.
 
     ``approx=True``: from the approximate exp of ``-|x|`` (``1 / (1 + e)`` or ``e / (1 + e)``,
@@ -311,7 +319,8 @@ def _gelu_name(approximate, fn):
 
 
 @_unary_doc
-def gelu(x, approximate="none", *, approx=False, out=None):
+def gelu(x: ArrayLike, approximate: str = "none", *, approx: Approx = False,
+         out: Array | None = None) -> Array:
     """Gaussian error linear unit ``x * Phi(x)`` (``approximate='none'``, erf form) or its tanh
     form ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (``approximate='tanh'``), as in
     ``torch.nn.functional.gelu``.
@@ -383,7 +392,7 @@ _BACKWARD_INPUT = {"relu": ("x", "The forward input"), "tanh": ("y", "The forwar
                    "exp": ("y", "The forward output exp(x)"), "gelu": ("x", "The forward input")}
 
 
-def _backward_doc(f):
+def _backward_doc(f: _F) -> _F:
     """Fill the shared Parameters/Returns of an activation's backward function."""
     xname, xdesc = _BACKWARD_INPUT[f.__name__[:-len("_backward")]]
     approximate = ("\n    approximate : {'none', 'tanh'}\n        The form whose exact derivative "
@@ -394,7 +403,7 @@ def _backward_doc(f):
 
 
 @_backward_doc
-def relu_backward(grad, x, *, out=None):
+def relu_backward(grad: ArrayLike, x: ArrayLike, *, out: Array | None = None) -> Array:
     """Gradient of :func:`relu`: ``grad * (x > 0)``.
 
     {params}
@@ -408,7 +417,7 @@ def relu_backward(grad, x, *, out=None):
 
 
 @_backward_doc
-def tanh_backward(grad, y, *, out=None):
+def tanh_backward(grad: ArrayLike, y: ArrayLike, *, out: Array | None = None) -> Array:
     """Gradient of :func:`tanh` from its output ``y``: ``grad * (1 - y^2)``.
 
     {params}
@@ -422,7 +431,7 @@ def tanh_backward(grad, y, *, out=None):
 
 
 @_backward_doc
-def sigmoid_backward(grad, y, *, out=None):
+def sigmoid_backward(grad: ArrayLike, y: ArrayLike, *, out: Array | None = None) -> Array:
     """Gradient of :func:`sigmoid` from its output ``y``: ``grad * y * (1 - y)``.
 
     {params}
@@ -436,7 +445,7 @@ def sigmoid_backward(grad, y, *, out=None):
 
 
 @_backward_doc
-def exp_backward(grad, y, *, out=None):
+def exp_backward(grad: ArrayLike, y: ArrayLike, *, out: Array | None = None) -> Array:
     """Gradient of :func:`exp` from its output ``y``: ``grad * y``.
 
     {params}
@@ -450,7 +459,8 @@ def exp_backward(grad, y, *, out=None):
 
 
 @_backward_doc
-def gelu_backward(grad, x, approximate="none", *, out=None):
+def gelu_backward(grad: ArrayLike, x: ArrayLike, approximate: str = "none", *,
+                  out: Array | None = None) -> Array:
     """Gradient of :func:`gelu` (exact derivative of the chosen form) at the input ``x``.
 
     {params}
@@ -495,7 +505,8 @@ def _softmax_approx(approx, fn):
     return int(_approx_code("exp", approx, fn, depth=1) != _U["exp"])
 
 
-def softmax(x, axis=-1, *, approx=False, out=None, dim=None):
+def softmax(x: ArrayLike, axis: int | tuple[int, ...] | None = -1, *, approx: Approx = False,
+            out: Array | None = None, dim: int | tuple[int, ...] | None = None) -> Array:
     """Softmax along `axis`: ``exp(x - max) / sum(exp(x - max))``, one fused row kernel (max,
     exp and sum, scale: paper 5.1.1) per row.
 
@@ -584,7 +595,9 @@ def _softmax_axis(x, ax, approx, out):
             _runtime.active_isa_index(), approx=approx)
 
 
-def softmax_backward(grad, y, axis=-1, *, out=None, dim=None):
+def softmax_backward(grad: ArrayLike, y: ArrayLike, axis: int | tuple[int, ...] | None = -1, *,
+                     out: Array | None = None, dim: int | tuple[int, ...] | None = None
+                     ) -> Array:
     """Gradient of :func:`softmax` from its output ``y``: ``y * (grad - sum(grad * y, axis))``.
 
     Parameters
@@ -655,7 +668,17 @@ def _probability(p, fn):
     return p
 
 
-def dropout(x, p=0.5, training=True, *, seed=None, return_mask=False, out=None):
+@overload
+def dropout(x: ArrayLike, p: float = ..., training: bool = ..., *, seed: Seed = ...,
+            return_mask: Literal[False] = ..., out: Array | None = ...) -> Array: ...
+@overload
+def dropout(x: ArrayLike, p: float = ..., training: bool = ..., *, seed: Seed = ...,
+            return_mask: Literal[True], out: Array | None = ...) -> tuple[Array, Array]: ...
+@overload
+def dropout(x: ArrayLike, p: float = ..., training: bool = ..., *, seed: Seed = ...,
+            return_mask: bool, out: Array | None = ...) -> Array | tuple[Array, Array]: ...
+def dropout(x: ArrayLike, p: float = 0.5, training: bool = True, *, seed: Seed = None,
+            return_mask: bool = False, out: Array | None = None) -> Array | tuple[Array, Array]:
     """Dropout: zero each element with probability `p`, scale the rest by ``1 / (1 - p)``.
 
     Element i (in C order) is kept when the i-th 32-bit word of a Philox4x32-10 stream keyed by
@@ -731,7 +754,8 @@ def dropout(x, p=0.5, training=True, *, seed=None, return_mask=False, out=None):
     return (y, mask) if return_mask else y
 
 
-def dropout_backward(grad, mask, p, *, out=None):
+def dropout_backward(grad: ArrayLike, mask: ArrayLike, p: float, *,
+                     out: Array | None = None) -> Array:
     """Gradient of :func:`dropout`: ``grad / (1 - p)`` where the mask kept the unit, else 0.
 
     Parameters

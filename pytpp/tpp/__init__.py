@@ -14,6 +14,11 @@ from pytpp.tpp._gemm import brgemm
 from pytpp.tpp._eltwise import (BINARY_OPS, TERNARY_OPS, UNARY_OPS, approx_choices,  # noqa: E402
                                 binary, ternary, unary)
 from pytpp.tpp._smallgemm import gemm  # noqa: E402
+# the handle classes the factories return, by name for annotations and isinstance
+from pytpp._core._brgemm import BrgemmKernel  # noqa: E402
+from pytpp._core._smallgemm import GemmKernel  # noqa: E402
+from pytpp.tpp._handles import EltwiseKernel, TransformKernel  # noqa: E402
 
 __all__ = ["brgemm", "gemm", "clear_cache", "unary", "binary", "ternary", "approx_choices",
-           "UNARY_OPS", "BINARY_OPS", "TERNARY_OPS"]
+           "UNARY_OPS", "BINARY_OPS", "TERNARY_OPS", "BrgemmKernel", "GemmKernel", "EltwiseKernel",
+           "TransformKernel"]

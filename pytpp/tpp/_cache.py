@@ -3,6 +3,8 @@
 One handle per descriptor: a handle is immutable after dispatch, so threads share it; two
 threads dispatching one new descriptor at once both get the handle that was stored first.
 """
+from __future__ import annotations
+
 import threading
 
 _handles = {}
@@ -20,7 +22,7 @@ def store(key, kern):
         return _handles.setdefault(key, kern)
 
 
-def clear():
+def clear() -> None:
     """Forget every dispatched kernel handle (BRGEMM, GEMM, element-wise and transforms).
 
     Later dispatches make new handles; handles obtained before keep working.

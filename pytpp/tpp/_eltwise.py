@@ -6,6 +6,7 @@ and per-input broadcast flags: ``"row"`` (one row of n reused by every row), ``"
 per row, at ``x[i * ld]``) or ``"scalar"``. Operands are C-contiguous arrays addressed as flat
 buffers with the descriptor's leading dimensions (like the BRGEMM handles).
 """
+from __future__ import annotations
 
 import warnings
 
@@ -16,7 +17,8 @@ from pytpp import _validate
 from pytpp._core import _eltwise as _ew
 from pytpp._core import _runtime
 from pytpp.tpp import _cache, _transforms
-from pytpp.tpp._handles import (BF16, EltwiseKernel, bcast_code, dtype_of,
+from pytpp._typing import Approx, DTypeLike
+from pytpp.tpp._handles import (BF16, EltwiseKernel, TransformKernel, bcast_code, dtype_of,
                                 lds, resolve_compute)
 
 
@@ -42,7 +44,7 @@ UNARY_OPS = tuple(MATH_CODES) + tuple(BACKWARD_CODES) + (
 BINARY_OPS = tuple(_BINARY) + ("compare", "pack")
 TERNARY_OPS = tuple(_TERNARY) + ("blend",)
 
-def approx_choices(op):
+def approx_choices(op: str) -> tuple[bool | str, ...]:
     """The approx= values unary op `op` takes: False, and where it has approximations, True
     and their names.
 
@@ -74,9 +76,12 @@ def resolve_unary(op, approx, fn, stacklevel=3):
     raise ValueError(f"{fn}: approx must be one of {approx_choices(op)} for {op!r}; got {approx!r}")
 
 
-def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi=None, ldo=None,
-          bcast=None, approx=False, p=0.5, seed=0, axis=1, reduce_op="sum", squared=False,
-          alpha=2):
+def unary(op: str, m: int, n: int, dtype: DTypeLike = np.float32, *,
+          out_dtype: DTypeLike | None = None, compute_dtype: DTypeLike | None = None,
+          ldi: int | None = None, ldo: int | None = None, bcast: str | None = None,
+          approx: Approx = False, p: float = 0.5, seed: int = 0, axis: int = 1,
+          reduce_op: str = "sum", squared: bool = False,
+          alpha: int = 2) -> EltwiseKernel | TransformKernel:
     """Dispatch a unary TPP on an m x n row-major input.
 
     Parameters
@@ -175,8 +180,11 @@ def unary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ldi
     return _cache.store(key, kern)
 
 
-def binary(op, m, n, dtype=np.float32, *, dtype1=None, out_dtype=None, compute_dtype=None,
-           ld0=None, ld1=None, ldo=None, bcast0=None, bcast1=None, cmp="gt"):
+def binary(op: str, m: int, n: int, dtype: DTypeLike = np.float32, *,
+           dtype1: DTypeLike | None = None, out_dtype: DTypeLike | None = None,
+           compute_dtype: DTypeLike | None = None, ld0: int | None = None,
+           ld1: int | None = None, ldo: int | None = None, bcast0: str | None = None,
+           bcast1: str | None = None, cmp: str = "gt") -> EltwiseKernel | TransformKernel:
     """Dispatch a binary TPP ``out = op(x, y)`` on m x n operands.
 
     Parameters
@@ -243,8 +251,11 @@ def binary(op, m, n, dtype=np.float32, *, dtype1=None, out_dtype=None, compute_d
     return _cache.store(key, kern)
 
 
-def ternary(op, m, n, dtype=np.float32, *, out_dtype=None, compute_dtype=None, ld0=None,
-            ld1=None, ld2=None, ldo=None, bcast0=None, bcast1=None, bcast2=None):
+def ternary(op: str, m: int, n: int, dtype: DTypeLike = np.float32, *,
+            out_dtype: DTypeLike | None = None, compute_dtype: DTypeLike | None = None,
+            ld0: int | None = None, ld1: int | None = None, ld2: int | None = None,
+            ldo: int | None = None, bcast0: str | None = None, bcast1: str | None = None,
+            bcast2: str | None = None) -> EltwiseKernel:
     """Dispatch a ternary TPP on m x n operands.
 
     ``muladd``: ``out = x * y + z``; ``nmuladd``: ``out = z - x * y`` (out may be z itself:

@@ -1,18 +1,23 @@
 """BRGEMM descriptors -> cached :class:`~pytpp._core._brgemm.BrgemmKernel` handles."""
+from __future__ import annotations
+
 import copyreg
 
 import numpy as np
 
 from pytpp import _validate
 from pytpp._core import _brgemm, _runtime
+from pytpp._typing import DTypeLike
 from pytpp.tpp import _cache
 from pytpp.tpp._gemm_desc import DTYPES, gemm_desc
 
 _MODES = {"stride": 0, "offset": 1, "address": 2}
 
 
-def brgemm(m, n, k, dtype=np.float64, *, lda=None, ldb=None, ldc=None, trans_a=False,
-           trans_b=False, alpha=1.0, beta=1.0, batch="stride", stride_a=None, stride_b=None):
+def brgemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, lda: int | None = None,
+           ldb: int | None = None, ldc: int | None = None, trans_a: bool = False,
+           trans_b: bool = False, alpha: float = 1.0, beta: float = 1.0, batch: str = "stride",
+           stride_a: int | None = None, stride_b: int | None = None) -> _brgemm.BrgemmKernel:
     """Dispatch a batch-reduce GEMM kernel: ``C = alpha * sum_i op(A_i) @ op(B_i) + beta * C``.
 
     Operands are row-major: A_i is m x k with row stride `lda` (k x m when `trans_a`), B_i is

@@ -1,10 +1,15 @@
 """Building blocks of the element-wise and transform handles: dtype and broadcast codes, operand
 checks, leading dimensions, and the handle classes. Used by tpp._eltwise and tpp._transforms."""
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
 from pytpp import _validate
 from pytpp._core import _eltwise as _ew
 from pytpp._core import _runtime
+from pytpp._typing import Array
 from pytpp.tpp import _cache
 
 BF16 = _validate.BF16
@@ -43,6 +48,7 @@ class Kernel:
     """Common part of the element-wise handles: descriptor, ISA, checks."""
 
     kind_name = "eltwise"
+    descriptor: dict[str, Any]
 
     def __init__(self, descriptor, isa):
         self.descriptor = descriptor
@@ -50,10 +56,10 @@ class Kernel:
         self._isa_idx = _runtime.isa_index(isa)
 
     @property
-    def isa(self):
+    def isa(self) -> str:
         return self._isa
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         d = ", ".join(f"{k}={v}" for k, v in self.descriptor.items())
         return f"<pytpp {self.kind_name} kernel {d} isa={self._isa}>"
 
@@ -98,7 +104,7 @@ class EltwiseKernel(Kernel):
         need = self._m * self._ldm if self._n else 0
         return check_buffer(arr, "mask", np.dtype(np.uint8), need, self._fn, writable)
 
-    def __call__(self, *args, seed=None, base=0):
+    def __call__(self, *args: Array, seed: int | None = None, base: int = 0) -> Array:
         fn = self._fn
         if self._plain_unary and len(args) == 2:
             # the common k(x, out): the general path's Python costs as much as the kernel
@@ -132,7 +138,8 @@ class EltwiseKernel(Kernel):
                 scale=self._scale)
         return out
 
-    def call_with_mask(self, x, out, mask, seed=None, base=0):
+    def call_with_mask(self, x: Array, out: Array, mask: Array | None, seed: int | None = None,
+                       base: int = 0) -> tuple[Array, Array | None]:
         """Dropout: ``out = x * keep / (1 - p)``, keep-bits into `mask` (uint8, ldm bytes/row)."""
         fn = self._fn
         ins = self._check_inputs((x,))
@@ -154,7 +161,7 @@ class TransformKernel(Kernel):
         self._fn = fn
         self._run = run
 
-    def __call__(self, *args):
+    def __call__(self, *args: Array) -> Any:
         return self._run(self, *args)
 
 

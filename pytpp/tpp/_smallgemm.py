@@ -1,16 +1,20 @@
 """Small-GEMM descriptors -> cached :class:`~pytpp._core._smallgemm.GemmKernel` handles."""
+from __future__ import annotations
+
 import copyreg
 
 import numpy as np
 
 from pytpp._core import _runtime, _smallgemm
+from pytpp._typing import DTypeLike
 from pytpp.tpp import _cache
 from pytpp.tpp._gemm_desc import DTYPES, gemm_desc
 
 
 
-def gemm(m, n, k, dtype=np.float64, *, trans_a=False, trans_b=False, lda=None, ldb=None,
-         ldc=None, alpha=1.0, beta=1.0):
+def gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, trans_a: bool = False,
+         trans_b: bool = False, lda: int | None = None, ldb: int | None = None,
+         ldc: int | None = None, alpha: float = 1.0, beta: float = 1.0) -> _smallgemm.GemmKernel:
     """Dispatch a kernel for one small matrix product: ``C = alpha * op(A) @ op(B) + beta * C``.
 
     The kernel is chosen once, here, for the shape, layout and the active ISA level (a register

@@ -1,0 +1,84 @@
+"""A user's script calling every public function of pytpp, with the types a user would write:
+`mypy --strict` must accept it (tests/typing/test_mypy.py). It also runs."""
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+from numpy.typing import NDArray
+
+import pytpp
+from pytpp.linalg import PackedMatrix
+
+Array = NDArray[Any]
+
+x: Array = np.linspace(-2.0, 2.0, 24).reshape(4, 6)
+w: Array = np.ones((6, 3))
+
+# configuration
+levels: tuple[str, ...] = pytpp.available_isas()
+level: str = pytpp.get_isa()
+pytpp.set_isa(level)
+with pytpp.use_isa(levels[0]) as active:
+    inside: str = active
+threads: int = pytpp.get_num_threads()
+pytpp.set_num_threads(threads)
+include: str = pytpp.get_include()
+pytpp.show_config()
+version: str = pytpp.__version__
+
+# contractions
+c: Array = pytpp.matmul(x, w)
+c = pytpp.matmul(x, w, out=np.empty((4, 3)), dtype=np.float64)
+c = pytpp.matmul(x.astype(ml_dtypes.bfloat16), w.astype(ml_dtypes.bfloat16))
+packed: PackedMatrix = pytpp.linalg.pack(w)
+packed = pytpp.linalg.PackedMatrix(w, dtype=np.float64)
+c = pytpp.matmul(x, packed)
+c = pytpp.linalg.matmul(x, packed)
+shape: tuple[int, int] = packed.shape
+wt: Array = packed.T
+s: Array = pytpp.brgemm(np.ones((2, 4, 6)), np.ones((2, 6, 3)), beta=0.0)
+s = pytpp.linalg.brgemm(np.ones((2, 4, 6)), np.ones((2, 6, 3)), np.zeros((4, 3)))
+stack: Array = pytpp.linalg.batched_matmul(np.ones((5, 2, 3)), np.ones((5, 3, 2)),
+                                           np.empty((5, 2, 2)))
+blocks: Array = pytpp.linalg.matmul_stack(np.ones((3, 2, 2)), np.ones((3, 2, 2)),
+                                          np.zeros((2, 2, 2)), [0, 1, 2], [2, 1, 0], [0, 1, 1],
+                                          alpha=0.5)
+
+# neural-network functions
+y: Array = pytpp.nn.relu(x)
+y = pytpp.nn.exp(x, approx=True)
+y = pytpp.nn.tanh(x, approx="minimax")
+y = pytpp.nn.sigmoid(x, out=np.empty_like(x))
+y = pytpp.nn.gelu(x, "tanh", approx=False)
+y = pytpp.nn.softmax(x, axis=-1)
+y = pytpp.nn.softmax(x, axis=(0, 1))
+y = pytpp.nn.softmax(x, dim=0)
+g: Array = np.ones_like(x)
+y = pytpp.nn.relu_backward(g, x)
+y = pytpp.nn.exp_backward(g, y)
+y = pytpp.nn.tanh_backward(g, y)
+y = pytpp.nn.sigmoid_backward(g, y)
+y = pytpp.nn.gelu_backward(g, x, "none")
+y = pytpp.nn.softmax_backward(g, pytpp.nn.softmax(x), axis=-1)
+y = pytpp.nn.dropout(x, 0.25, seed=np.random.default_rng(0))
+kept, mask = pytpp.nn.dropout(x, 0.25, seed=7, return_mask=True)
+both: Array | tuple[Array, Array] = pytpp.nn.dropout(x, 0.25, return_mask=bool(levels))
+y = pytpp.nn.dropout_backward(g, mask, 0.25)
+
+# the TPP layer: kernel handles
+bk: pytpp.tpp.BrgemmKernel = pytpp.tpp.brgemm(4, 3, 6, beta=0.0)
+out: Array = bk(np.ones((2, 4, 6)), np.ones((2, 6, 3)), np.empty((4, 3)), 2)
+descriptor: dict[str, Any] = bk.descriptor
+gk: pytpp.tpp.GemmKernel = pytpp.tpp.gemm(2, 2, 2, dtype=np.float64, beta=0.0)
+out = gk(np.ones((2, 2)), np.eye(2), np.empty((2, 2)))
+out = gk.stack(np.ones((3, 2, 2)), np.ones((3, 2, 2)), np.empty((3, 2, 2)), 3)
+isa: str = gk.isa
+uk: pytpp.tpp.EltwiseKernel | pytpp.tpp.TransformKernel = pytpp.tpp.unary("relu", 4, 6,
+                                                                          np.float64)
+res: Any = uk(x, np.empty_like(x))
+ek = pytpp.tpp.binary("add", 4, 6, np.float64)
+res = ek(x, x, np.empty_like(x))
+tk: pytpp.tpp.EltwiseKernel = pytpp.tpp.ternary("muladd", 4, 6, np.float64)
+res = tk(x, x, x, np.empty_like(x))
+choices: tuple[bool | str, ...] = pytpp.tpp.approx_choices("tanh")
+pytpp.tpp.clear_cache()
