@@ -7,11 +7,15 @@ statistics are float32); bfloat16 rows are widened and narrowed in the kernels' 
 a bfloat16 call moves bfloat16 bytes only."""
 import math
 import operator
+from typing import Literal, Sequence, overload
 
 import numpy as np
 
 from pytpp import _validate
 from pytpp._core import _norm
+from pytpp._typing import Array, ArrayLike
+
+Shape = int | Sequence[int]
 
 __all__ = ["layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward"]
 
@@ -133,8 +137,17 @@ def _forward(kind, fn, x, normalized_shape, weight, bias, eps, out):
     return res, (None if mean is None else mean.reshape(lead)), rstd.reshape(lead)
 
 
-def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, *, out=None,
-               return_stats=False):
+@overload
+def layer_norm(x: ArrayLike, normalized_shape: Shape, weight: ArrayLike | None = ...,
+               bias: ArrayLike | None = ..., eps: float = ..., *, out: Array | None = ...,
+               return_stats: Literal[False] = ...) -> Array: ...
+@overload
+def layer_norm(x: ArrayLike, normalized_shape: Shape, weight: ArrayLike | None = ...,
+               bias: ArrayLike | None = ..., eps: float = ..., *, out: Array | None = ...,
+               return_stats: Literal[True]) -> tuple[Array, Array, Array]: ...
+def layer_norm(x: ArrayLike, normalized_shape: Shape, weight: ArrayLike | None = None,
+               bias: ArrayLike | None = None, eps: float = 1e-5, *, out: Array | None = None,
+               return_stats: bool = False) -> Array | tuple[Array, Array, Array]:
     """Layer normalisation over the trailing dims (``torch.nn.functional.layer_norm``).
 
     ``y = (x - mean) * rstd * weight + bias`` with mean and the biased variance over the
@@ -177,7 +190,17 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, *, out=Non
     return (y, mean, rstd) if return_stats else y
 
 
-def rms_norm(x, normalized_shape, weight=None, eps=1e-6, *, out=None, return_stats=False):
+@overload
+def rms_norm(x: ArrayLike, normalized_shape: Shape, weight: ArrayLike | None = ...,
+             eps: float = ..., *, out: Array | None = ...,
+             return_stats: Literal[False] = ...) -> Array: ...
+@overload
+def rms_norm(x: ArrayLike, normalized_shape: Shape, weight: ArrayLike | None = ...,
+             eps: float = ..., *, out: Array | None = ...,
+             return_stats: Literal[True]) -> tuple[Array, Array]: ...
+def rms_norm(x: ArrayLike, normalized_shape: Shape, weight: ArrayLike | None = None,
+             eps: float = 1e-6, *, out: Array | None = None,
+             return_stats: bool = False) -> Array | tuple[Array, Array]:
     """RMS normalisation over the trailing dims: ``y = x * rstd * weight`` with
     ``rstd = 1 / sqrt(mean(x**2) + eps)`` (as ``torch.nn.functional.rms_norm``).
 
@@ -250,7 +273,9 @@ def _backward(kind, fn, grad_out, x, mean, rstd, weight, out):
     return grad_x, grad_w, grad_b
 
 
-def layer_norm_backward(grad_out, x, mean, rstd, weight=None, *, out=None):
+def layer_norm_backward(grad_out: ArrayLike, x: ArrayLike, mean: ArrayLike, rstd: ArrayLike,
+                        weight: ArrayLike | None = None, *, out: Array | None = None
+                        ) -> tuple[Array, Array | None, Array | None]:
     """Gradients of :func:`layer_norm` from its saved statistics.
 
     With ``xhat = (x - mean) * rstd`` and ``dy = grad_out * weight``:
@@ -288,7 +313,9 @@ def layer_norm_backward(grad_out, x, mean, rstd, weight=None, *, out=None):
                      weight, out)
 
 
-def rms_norm_backward(grad_out, x, rstd, weight=None, *, out=None):
+def rms_norm_backward(grad_out: ArrayLike, x: ArrayLike, rstd: ArrayLike,
+                      weight: ArrayLike | None = None, *, out: Array | None = None
+                      ) -> tuple[Array, Array | None]:
     """Gradients of :func:`rms_norm` from its saved ``rstd``: with ``xhat = x * rstd`` and
     ``dy = grad_out * weight``, ``grad_x = rstd * (dy - xhat * mean(dy * xhat))`` and
     ``grad_weight = sum(grad_out * xhat)`` over the rows.

@@ -9,6 +9,7 @@ import numpy as np
 
 from pytpp import _validate
 from pytpp._core import _optim
+from pytpp._typing import Array, ArrayLike
 
 __all__ = ["sgd_step", "adamw_step", "split_sgd_step"]
 
@@ -61,7 +62,8 @@ def _disjoint(fn, **arrays):
                 raise ValueError(f"{fn}: {ka} and {kb} share memory")
 
 
-def sgd_step(param, grad, momentum_buffer=None, *, lr, momentum=0.0, weight_decay=0.0):
+def sgd_step(param: Array, grad: ArrayLike, momentum_buffer: Array | None = None, *, lr: float,
+             momentum: float = 0.0, weight_decay: float = 0.0) -> Array:
     """One ``torch.optim.SGD`` step in place (dampening 0, no Nesterov).
 
     ``d = grad + weight_decay * param``; with momentum ``buf = momentum * buf + d`` and
@@ -110,8 +112,9 @@ def sgd_step(param, grad, momentum_buffer=None, *, lr, momentum=0.0, weight_deca
     return p
 
 
-def adamw_step(param, grad, exp_avg, exp_avg_sq, *, step, lr=1e-3, beta1=0.9, beta2=0.999,
-               eps=1e-8, weight_decay=1e-2):
+def adamw_step(param: Array, grad: ArrayLike, exp_avg: Array, exp_avg_sq: Array, *, step: int,
+               lr: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+               weight_decay: float = 1e-2) -> Array:
     """One ``torch.optim.AdamW`` step in place (no amsgrad).
 
     ``param *= 1 - lr * weight_decay``; ``exp_avg += (1 - beta1) * (grad - exp_avg)``;
@@ -164,7 +167,7 @@ def adamw_step(param, grad, exp_avg, exp_avg_sq, *, step, lr=1e-3, beta1=0.9, be
     return p
 
 
-def split_sgd_step(param_hi, param_lo, grad, *, lr):
+def split_sgd_step(param_hi: Array, param_lo: Array, grad: ArrayLike, *, lr: float) -> Array:
     """The bf16 split-SGD step of the TPP paper (5.1.3), in place: the float32 master weight is
     kept as two 16-bit halves, ``param_hi`` (bfloat16: the weight the model reads) and
     ``param_lo`` (uint16: the low bits), and updated as ``master -= lr * grad`` in float32.

@@ -64,6 +64,18 @@ y = pytpp.nn.dropout(x, 0.25, seed=np.random.default_rng(0))
 kept, mask = pytpp.nn.dropout(x, 0.25, seed=7, return_mask=True)
 both: Array | tuple[Array, Array] = pytpp.nn.dropout(x, 0.25, return_mask=bool(levels))
 y = pytpp.nn.dropout_backward(g, mask, 0.25)
+y = pytpp.nn.layer_norm(x, x.shape[-1], np.ones(x.shape[-1]), None, 1e-5)
+y, mu, rs = pytpp.nn.layer_norm(x, x.shape[-1:], return_stats=True)
+gx, gw, gb = pytpp.nn.layer_norm_backward(g, x, mu, rs)
+y, rs = pytpp.nn.rms_norm(x, x.shape[-1], eps=1e-6, return_stats=True)
+gx, gw_rms = pytpp.nn.rms_norm_backward(g, x, rs, out=np.empty_like(x))
+params: Array = np.zeros(8, np.float32)
+params = pytpp.nn.sgd_step(params, np.ones(8, np.float32), np.zeros(8, np.float32), lr=0.1,
+                           momentum=0.9, weight_decay=1e-4)
+params = pytpp.nn.adamw_step(params, np.ones(8, np.float32), np.zeros(8, np.float32),
+                             np.zeros(8, np.float32), step=1, lr=1e-3)
+halves: Array = pytpp.nn.split_sgd_step(np.zeros(8, np.uint16), np.zeros(8, np.uint16),
+                                        np.ones(8, np.float32), lr=0.1)
 
 # the TPP layer: kernel handles
 bk: pytpp.tpp.BrgemmKernel = pytpp.tpp.brgemm(4, 3, 6, beta=0.0)
