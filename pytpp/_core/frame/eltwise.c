@@ -186,12 +186,7 @@ int pytpp_ew_run(const pytpp_ew_kernels *kt, const pytpp_ew_call *call, int nthr
 #pragma omp parallel num_threads(nt) reduction(| : err)
         {
             int64_t r0, len;
-            int t = 0, T = 1;
-#ifdef _OPENMP
-            t = omp_get_thread_num();
-            T = omp_get_num_threads();
-#endif
-            pytpp_split(c.m, T, t, &r0, &len);
+            pytpp_thread_part(c.m, &r0, &len);
             err |= run_softmax(kt, &c, r0, r0 + len, stream);
         }
         return err ? -1 : 0;
@@ -243,13 +238,8 @@ int pytpp_ew_reduce(const pytpp_ew_kernels *kt, int64_t m, int64_t n, const void
         int err = 0;
 #pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
         {
-            int t = 0, T = 1;
-#ifdef _OPENMP
-            t = omp_get_thread_num();
-            T = omp_get_num_threads();
-#endif
             int64_t r0, len;
-            pytpp_split(m, T, t, &r0, &len);
+            pytpp_thread_part(m, &r0, &len);
             char *buf = x_dt != cdt ? (char *)malloc((size_t)(n * cesz + 64)) : NULL;
             double one[1];
             if (x_dt != cdt && !buf) err |= 1;
@@ -272,13 +262,8 @@ int pytpp_ew_reduce(const pytpp_ew_kernels *kt, int64_t m, int64_t n, const void
     int err = 0;
 #pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
     {
-        int t = 0, T = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        T = omp_get_num_threads();
-#endif
         int64_t u0, ul;
-        pytpp_split(units, T, t, &u0, &ul);
+        pytpp_thread_part(units, &u0, &ul);
         const int64_t j0 = u0 * 64, j1 = imin((u0 + ul) * 64, n);
         for (int64_t b0 = j0; b0 < j1; b0 += CH) {
             const int64_t len = imin(CH, j1 - b0);

@@ -6,9 +6,6 @@
 #include "pytpp/eltwise.h"
 #include "pytpp/partition.h"
 #include "pytpp/tuning.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 static int thread_count(int nthreads, int64_t m, int64_t n)
 {
@@ -68,13 +65,8 @@ int pytpp_norm_forward(const pytpp_norm_kernels *kt, const pytpp_ew_kernels *ew,
     if (converted && !(bufs = malloc((size_t)nt * 2 * (size_t)n * esz))) return -1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int t = 0, T = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        T = omp_get_num_threads();
-#endif
         int64_t r0, len;
-        pytpp_split(m, T, t, &r0, &len);
+        const int t = pytpp_thread_part(m, &r0, &len);
         if (len > 0 && converted)
             forward_converted(kt, ew, fwd, r0, len, n, x, x_dt, ldx, w, b, eps, y, y_dt, ldy,
                               mean, rstd, bufs + (size_t)t * 2 * (size_t)n * esz);
@@ -145,13 +137,8 @@ int pytpp_norm_backward(const pytpp_norm_kernels *kt, const pytpp_ew_kernels *ew
     if (part_bytes + buf_bytes && !(part = calloc(1, part_bytes + buf_bytes))) return -1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int t = 0, T = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        T = omp_get_num_threads();
-#endif
         int64_t r0, len;
-        pytpp_split(m, T, t, &r0, &len);
+        const int t = pytpp_thread_part(m, &r0, &len);
         char *mine = t == 0 ? NULL : part + (size_t)(t - 1) * nparts * (size_t)n * esz;
         void *tgw = !gw ? NULL : t == 0 ? gw : mine;
         void *tgb = !gb ? NULL : t == 0 ? gb : mine + (gw ? (size_t)n * esz : 0);

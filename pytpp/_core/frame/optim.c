@@ -4,9 +4,6 @@
 #include "pytpp/optim.h"
 #include "pytpp/partition.h"
 #include "pytpp/tuning.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Elements [j0, j0 + len) of the step. */
 static void run_chunk(const pytpp_optim_kernels *kt, const pytpp_optim_step *s, int64_t j0,
@@ -38,13 +35,8 @@ void pytpp_optim_run(const pytpp_optim_kernels *kt, const pytpp_optim_step *s, i
     if (nt > units) nt = (int)units;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int t = 0, T = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        T = omp_get_num_threads();
-#endif
         int64_t u0, ulen;
-        pytpp_split(units, T, t, &u0, &ulen);
+        pytpp_thread_part(units, &u0, &ulen);
         int64_t j0 = u0 * line, j1 = (u0 + ulen) * line;
         if (j1 > s->n) j1 = s->n;
         if (j1 > j0) run_chunk(kt, s, j0, j1 - j0);
