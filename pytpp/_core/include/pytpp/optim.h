@@ -14,12 +14,13 @@ extern "C" {
 /* torch.optim.SGD (dampening 0): d = g + wd * p; buf = momentum * buf + d (buf may be NULL when
  * momentum is 0: d itself); p -= lr * buf. */
 typedef void (*pytpp_optim_sgd_fn)(int64_t n, void *p, const void *g, void *buf, double lr,
-                                   double momentum, double wd);
+                                   double momentum, double wd, int stream);
 /* torch.optim.AdamW: p *= 1 - lr * wd; m += (1 - b1) * (g - m); v = b2 * v + (1 - b2) * g * g;
- * p -= (lr / bc1) * m / (sqrt(v) / bc2_sqrt + eps), bc1 = 1 - b1^step, bc2_sqrt = sqrt(1 - b2^step). */
+ * p -= (lr / bc1) * m / (sqrt(v) / bc2_sqrt + eps), bc1 = 1 - b1^step, bc2_sqrt = sqrt(1 - b2^step).
+ * stream (both): the arrays written get streaming stores where their alignments allow. */
 typedef void (*pytpp_optim_adamw_fn)(int64_t n, void *p, const void *g, void *m, void *v,
                                      double lr, double b1, double b2, double eps, double wd,
-                                     double bc1, double bc2_sqrt);
+                                     double bc1, double bc2_sqrt, int stream);
 /* master = float32 with bits (hi << 16) | lo; master -= lr * g; hi, lo = its halves. g is
  * float32, or bfloat16 when g_bf16. */
 typedef void (*pytpp_optim_split_sgd_fn)(int64_t n, uint16_t *hi, uint16_t *lo, const void *g,
