@@ -81,3 +81,83 @@ def backward(int kind, cnp.ndarray g, cnp.ndarray x, object mean, cnp.ndarray rs
                                   pdx, ddt, lddx, pgw, pgb, nt)
     if err:
         raise MemoryError("pytpp norm backward: no memory for the per-thread buffers")
+
+
+cdef inline const pytpp_norm_kernels *table_of(cnp.ndarray x):
+    return level(active_isa()).norm[compute(x)]
+
+
+def group_forward(cnp.ndarray x, int64_t n, int64_t c, int64_t hw, int64_t groups, object w,
+                  object b, double eps, cnp.ndarray y, cnp.ndarray mean, cnp.ndarray rstd):
+    """x, y: C-contiguous (n, c, hw) of the compute dtype; mean, rstd: n * groups."""
+    cdef const pytpp_norm_kernels *kt = table_of(x)
+    cdef void *px = cnp.PyArray_DATA(x)
+    cdef void *pw = ptr(w)
+    cdef void *pb = ptr(b)
+    cdef void *py = cnp.PyArray_DATA(y)
+    cdef void *pm = cnp.PyArray_DATA(mean)
+    cdef void *pr = cnp.PyArray_DATA(rstd)
+    cdef int nt = num_threads()
+    with nogil:
+        pytpp_group_norm_forward(kt, n, c, hw, groups, px, pw, pb, eps, py, pm, pr, nt)
+
+
+def group_backward(cnp.ndarray g, cnp.ndarray x, int64_t n, int64_t c, int64_t hw, int64_t groups,
+                   cnp.ndarray mean, cnp.ndarray rstd, object w, cnp.ndarray dx, object gw,
+                   object gb):
+    cdef const pytpp_norm_kernels *kt = table_of(x)
+    cdef void *pg = cnp.PyArray_DATA(g)
+    cdef void *px = cnp.PyArray_DATA(x)
+    cdef void *pm = cnp.PyArray_DATA(mean)
+    cdef void *pr = cnp.PyArray_DATA(rstd)
+    cdef void *pw = ptr(w)
+    cdef void *pdx = cnp.PyArray_DATA(dx)
+    cdef void *pgw = ptr(gw)
+    cdef void *pgb = ptr(gb)
+    cdef int nt = num_threads()
+    cdef int err
+    with nogil:
+        err = pytpp_group_norm_backward(kt, n, c, hw, groups, pg, px, pm, pr, pw, pdx, pgw, pgb, nt)
+    if err:
+        raise MemoryError("pytpp group_norm backward: no memory for the per-channel sums")
+
+
+def batch_forward(bint nhwc, bint training, cnp.ndarray x, int64_t n, int64_t c, int64_t hw,
+                  object w, object b, double eps, cnp.ndarray y, cnp.ndarray mean,
+                  cnp.ndarray var, cnp.ndarray rstd):
+    """x, y: C-contiguous, (n, c, hw) or (n, hw, c) with nhwc; mean, var, rstd: c elements."""
+    cdef const pytpp_norm_kernels *kt = table_of(x)
+    cdef void *px = cnp.PyArray_DATA(x)
+    cdef void *pw = ptr(w)
+    cdef void *pb = ptr(b)
+    cdef void *py = cnp.PyArray_DATA(y)
+    cdef void *pm = cnp.PyArray_DATA(mean)
+    cdef void *pv = cnp.PyArray_DATA(var)
+    cdef void *pr = cnp.PyArray_DATA(rstd)
+    cdef int nt = num_threads()
+    cdef int err
+    with nogil:
+        err = pytpp_batch_norm_forward(kt, nhwc, training, n, c, hw, px, pw, pb, eps, py, pm, pv,
+                                       pr, nt)
+    if err:
+        raise MemoryError("pytpp batch_norm: no memory for the per-channel sums")
+
+
+def batch_backward(bint nhwc, cnp.ndarray g, cnp.ndarray x, int64_t n, int64_t c, int64_t hw,
+                   cnp.ndarray mean, cnp.ndarray rstd, object w, cnp.ndarray dx, object gw,
+                   object gb):
+    cdef const pytpp_norm_kernels *kt = table_of(x)
+    cdef void *pg = cnp.PyArray_DATA(g)
+    cdef void *px = cnp.PyArray_DATA(x)
+    cdef void *pm = cnp.PyArray_DATA(mean)
+    cdef void *pr = cnp.PyArray_DATA(rstd)
+    cdef void *pw = ptr(w)
+    cdef void *pdx = cnp.PyArray_DATA(dx)
+    cdef void *pgw = ptr(gw)
+    cdef void *pgb = ptr(gb)
+    cdef int nt = num_threads()
+    cdef int err
+    with nogil:
+        err = pytpp_batch_norm_backward(kt, nhwc, n, c, hw, pg, px, pm, pr, pw, pdx, pgw, pgb, nt)
+    if err:
+        raise MemoryError("pytpp batch_norm backward: no memory for the per-channel sums")

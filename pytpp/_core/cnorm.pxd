@@ -22,3 +22,18 @@ cdef extern from "pytpp/norm.h" nogil:
                             const void *x, int x_dt, int64_t ldx, const void *mean,
                             const void *rstd, const void *w, void *dx, int dx_dt, int64_t lddx,
                             void *gw, void *gb, int nthreads)
+    int pytpp_group_norm_forward(const pytpp_norm_kernels *kt, int64_t N, int64_t C, int64_t hw,
+                                 int64_t groups, const void *x, const void *w, const void *b,
+                                 double eps, void *y, void *mean, void *rstd, int nthreads)
+    int pytpp_group_norm_backward(const pytpp_norm_kernels *kt, int64_t N, int64_t C, int64_t hw,
+                                  int64_t groups, const void *g, const void *x, const void *mean,
+                                  const void *rstd, const void *w, void *dx, void *gw, void *gb,
+                                  int nthreads)
+    int pytpp_batch_norm_forward(const pytpp_norm_kernels *kt, int nhwc, int training, int64_t N,
+                                 int64_t C, int64_t hw, const void *x, const void *w,
+                                 const void *b, double eps, void *y, void *mean, void *var,
+                                 void *rstd, int nthreads)
+    int pytpp_batch_norm_backward(const pytpp_norm_kernels *kt, int nhwc, int64_t N, int64_t C,
+                                  int64_t hw, const void *g, const void *x, const void *mean,
+                                  const void *rstd, const void *w, void *dx, void *gw, void *gb,
+                                  int nthreads)

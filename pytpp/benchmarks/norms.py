@@ -1,6 +1,7 @@
 """Normalisations and optimizer steps: layer_norm and rms_norm forward and backward on rows that
-fit the caches, batches that do not; SGD, AdamW and split-SGD steps on 16M parameters (GB/s of
-bytes read + written, % of the measured copy bandwidth).
+fit the caches, batches that do not; batch_norm (train and eval, NCHW and NHWC) and group_norm
+on ResNet-50 activations (8, 256, 56, 56); SGD, AdamW and split-SGD steps on 16M parameters
+(GB/s of bytes read + written, % of the measured copy bandwidth).
 
 Peers: torch.nn.functional (forward; backward through autograd of the same graph, timed
 without the forward) and the numpy composite a numpy user writes.
@@ -108,7 +109,51 @@ def run(h):
         _layer_norm(h, threads, (4096, 1024), BF16)
         _layer_norm_backward(h, threads, (16384, 768))
         _rms_norm(h, threads, (4096, 4096))
+        _channel_norms(h, threads, (8, 256, 56, 56))
         _optimizers(h, threads, 16 << 20)
+
+
+def _channel_norms(h, threads, shape):
+    torch = h.torch
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape).astype(np.float32)
+    C = shape[1]
+    w, b = rng.standard_normal(C).astype(np.float32), rng.standard_normal(C).astype(np.float32)
+    rm, rv = np.zeros(C, np.float32), np.ones(C, np.float32)
+    out = np.empty_like(x)
+    xl = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    outl = np.empty_like(xl)
+    F = torch.nn.functional if torch is not None else None
+    tx = torch.from_numpy(x) if torch is not None else None
+    txl = torch.from_numpy(xl).permute(0, 3, 1, 2) if torch is not None else None   # channels_last
+    tw, tb = (torch.from_numpy(w), torch.from_numpy(b)) if torch is not None else (None, None)
+    trm, trv = (torch.from_numpy(rm.copy()), torch.from_numpy(rv.copy())) if torch else (None, None)
+    for training in (True, False):
+        mode = "train" if training else "eval"
+        for fmt, xx, oo, tt in (("NCHW", x, out, tx), ("NHWC", xl, outl, txl)):
+            impls = [("pytpp", lambda: nn.batch_norm(xx, rm, rv, w, b, training, data_format=fmt,
+                                                     out=oo))]
+            if torch is not None:
+                impls.append(("torch", lambda: F.batch_norm(tt, trm, trv, tw, tb, training)))
+            h.compare(f"batch_norm {mode} {fmt} f32 {shape}", threads, 2 * x.nbytes, "GB/s",
+                      "copy_gbs", impls)
+    impls = [("pytpp", lambda: nn.group_norm(x, 32, w, b, out=out))]
+    if torch is not None:
+        impls.append(("torch", lambda: F.group_norm(tx, 32, tw, tb)))
+    h.compare(f"group_norm 32 groups f32 {shape}", threads, 2 * x.nbytes, "GB/s", "copy_gbs",
+              impls)
+    g = rng.standard_normal(shape).astype(np.float32)
+    _, mean, rstd = nn.batch_norm(x, None, None, w, b, True, return_stats=True)
+    impls = [("pytpp", lambda: nn.batch_norm_backward(g, x, mean, rstd, w))]
+    if torch is not None:
+        txg = torch.from_numpy(x.copy()).requires_grad_(True)
+        twg, tbg = tw.clone().requires_grad_(True), tb.clone().requires_grad_(True)
+        ty = F.batch_norm(txg, None, None, twg, tbg, True)
+        tg = torch.from_numpy(g)
+        impls.append(("torch autograd", lambda: torch.autograd.grad(ty, (txg, twg, tbg), tg,
+                                                                    retain_graph=True)))
+    h.compare(f"batch_norm_backward NCHW f32 {shape}", threads, 3 * x.nbytes, "GB/s", "copy_gbs",
+              impls)
 
 
 def _optimizers(h, threads, n):

@@ -80,7 +80,10 @@ int pytpp_dispatch_missing(int isa)
         const pytpp_optim_kernels *ok = lv->optim[dt];
         missing += !g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok;
         if (!g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok) continue;
-        missing += !nk->layer_fwd + !nk->rms_fwd + !nk->layer_bwd + !nk->rms_bwd;
+        missing += !nk->layer_fwd + !nk->rms_fwd + !nk->layer_bwd + !nk->rms_bwd +
+                   !nk->plane_sums + !nk->plane_apply + !nk->plane_bwd_sums +
+                   !nk->plane_bwd_apply + !nk->col_sums + !nk->col_apply + !nk->col_bwd_sums +
+                   !nk->col_bwd_apply;
         missing += !ok->sgd + !ok->adamw + (dt == PYTPP_F32 && !ok->split_sgd);
         for (int nv = 1; nv <= PYTPP_NV_MAX; ++nv)
             for (int mr = 1; mr <= g->mr_max[nv]; ++mr)

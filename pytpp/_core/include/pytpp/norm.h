@@ -28,12 +28,45 @@ typedef void (*pytpp_norm_bwd_fn)(int64_t m, int64_t n, const void *g, int64_t l
                                   int64_t ldx, const void *mean, const void *rstd, const void *w,
                                   void *dx, int64_t lddx, void *gw, void *gb, int stream);
 
+/* Building blocks of the channel norms (norm_chan.inc; doubles are rounded to the element type
+ * where they meet elements). plane_*: one contiguous plane of n elements, scalar statistics;
+ * col_*: rows x C channels (row stride ld), per-channel arrays of C elements. */
+typedef void (*pytpp_norm_plane_sums_fn)(int64_t n, const void *x, double shift, double *s1,
+                                         double *s2);
+typedef void (*pytpp_norm_plane_apply_fn)(int64_t n, const void *x, double mu, double r, double w,
+                                          double b, void *y, int stream, const void *xnext);
+typedef void (*pytpp_norm_plane_bwd_sums_fn)(int64_t n, const void *g, const void *x, double mu,
+                                             double r, double *sg, double *sgh);
+typedef void (*pytpp_norm_plane_bwd_apply_fn)(int64_t n, const void *g, const void *x, double mu,
+                                              double r, double w, double ma, double mp, void *dx,
+                                              int stream);
+typedef void (*pytpp_norm_col_sums_fn)(int64_t rows, int64_t C, const void *x, int64_t ldx,
+                                       const void *shift, void *acc1, void *acc2);
+typedef void (*pytpp_norm_col_apply_fn)(int64_t rows, int64_t C, const void *x, int64_t ldx,
+                                        const void *mu, const void *r, const void *w,
+                                        const void *b, void *y, int64_t ldy, int stream);
+typedef void (*pytpp_norm_col_bwd_sums_fn)(int64_t rows, int64_t C, const void *g, int64_t ldg,
+                                           const void *x, int64_t ldx, const void *mu,
+                                           const void *r, void *acc_g, void *acc_gh);
+typedef void (*pytpp_norm_col_bwd_apply_fn)(int64_t rows, int64_t C, const void *g, int64_t ldg,
+                                            const void *x, int64_t ldx, const void *mu,
+                                            const void *r, const void *w, const void *ma,
+                                            const void *mp, void *dx, int64_t lddx);
+
 typedef struct pytpp_norm_kernels {
     const char *name;          /* ISA level */
     pytpp_table_info info;
     int esz;                   /* element size: 4 (f32) or 8 (f64) */
     pytpp_norm_fwd_fn layer_fwd, rms_fwd;
     pytpp_norm_bwd_fn layer_bwd, rms_bwd;
+    pytpp_norm_plane_sums_fn plane_sums;
+    pytpp_norm_plane_apply_fn plane_apply;
+    pytpp_norm_plane_bwd_sums_fn plane_bwd_sums;
+    pytpp_norm_plane_bwd_apply_fn plane_bwd_apply;
+    pytpp_norm_col_sums_fn col_sums;
+    pytpp_norm_col_apply_fn col_apply;
+    pytpp_norm_col_bwd_sums_fn col_bwd_sums;
+    pytpp_norm_col_bwd_apply_fn col_bwd_apply;
 } pytpp_norm_kernels;
 
 enum pytpp_norm_kind { PYTPP_NORM_LAYER = 0, PYTPP_NORM_RMS = 1 };
@@ -54,6 +87,31 @@ int pytpp_norm_backward(const pytpp_norm_kernels *kt, const struct pytpp_ew_kern
                         const void *x, int x_dt, int64_t ldx, const void *mean, const void *rstd,
                         const void *w, void *dx, int dx_dt, int64_t lddx, void *gw, void *gb,
                         int nthreads);
+
+/* Channel norms on C-contiguous x of N samples, C channels and hw elements per channel (NCHW:
+ * planes of hw; NHWC with nhwc set: rows of C). w, b: C elements or NULL; all statistics and
+ * w, b, gw, gb of the compute dtype.
+ * group_norm: num_groups groups of C / num_groups channels per sample; mean, rstd (N x groups)
+ *   written. Backward: gw, gb (may be NULL) written (not accumulated).
+ * batch_norm forward: training (mean, var written: the batch's mean and biased variance per
+ *   channel, then used) or eval (mean and var given); rstd = 1/sqrt(var + eps) written either
+ *   way. Backward (training form): gw, gb written.
+ * Return 0, or -1 when scratch cannot be allocated. */
+int pytpp_group_norm_forward(const pytpp_norm_kernels *kt, int64_t N, int64_t C, int64_t hw,
+                             int64_t groups, const void *x, const void *w, const void *b,
+                             double eps, void *y, void *mean, void *rstd, int nthreads);
+int pytpp_group_norm_backward(const pytpp_norm_kernels *kt, int64_t N, int64_t C, int64_t hw,
+                              int64_t groups, const void *g, const void *x, const void *mean,
+                              const void *rstd, const void *w, void *dx, void *gw, void *gb,
+                              int nthreads);
+int pytpp_batch_norm_forward(const pytpp_norm_kernels *kt, int nhwc, int training, int64_t N,
+                             int64_t C, int64_t hw, const void *x, const void *w, const void *b,
+                             double eps, void *y, void *mean, void *var, void *rstd,
+                             int nthreads);
+int pytpp_batch_norm_backward(const pytpp_norm_kernels *kt, int nhwc, int64_t N, int64_t C,
+                              int64_t hw, const void *g, const void *x, const void *mean,
+                              const void *rstd, const void *w, void *dx, void *gw, void *gb,
+                              int nthreads);
 
 extern const pytpp_norm_kernels pytpp_norm_f64_ref, pytpp_norm_f32_ref;
 extern const pytpp_norm_kernels pytpp_norm_f64_avx2, pytpp_norm_f32_avx2;
