@@ -55,5 +55,19 @@ cdef extern from "pytpp/gemm_goto.h" nogil:
                                const pytpp_mm_desc *d, const void *a, const void *packed_b,
                                void *c, int64_t count, const int64_t *off_a,
                                const int64_t *off_c, int nthreads, void *ws, size_t ws_bytes)
+    ctypedef struct pytpp_mm_epilogue:
+        const void *bias
+        const void *res
+        int64_t ldr
+        void *add
+        void *act
+
+    int pytpp_matmul_fused(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                           const pytpp_mm_desc *d, const void *a, const void *b, void *c,
+                           int nthreads, void *ws, size_t ws_bytes, const pytpp_mm_epilogue *ep)
+    int pytpp_matmul_prepacked_fused(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                                     const pytpp_mm_desc *d, const void *a,
+                                     const void *packed_b, void *c, int nthreads, void *ws,
+                                     size_t ws_bytes, const pytpp_mm_epilogue *ep)
     void pytpp_cvt_f32_bf16(const float *src, uint16_t *dst, int64_t rows, int64_t cols,
                             int64_t src_rs, int64_t dst_rs, int64_t dst_cs)

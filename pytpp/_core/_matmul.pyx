@@ -9,6 +9,7 @@ from pytpp._core.cengine cimport *
 from pytpp._core._arrays cimport elem_strides, disjoint
 from pytpp._core._runtime cimport num_threads, active_isa, cache_info, level, features
 from pytpp._core.cdispatch cimport pytpp_bf16_select, pytpp_bf16_kernels, PYTPP_BF16_NKERNELS
+from pytpp._core.celtwise cimport pytpp_ew_kernels
 from pytpp._core import _runtime
 
 cnp.import_array()
@@ -306,6 +307,91 @@ def gemm_prepacked(cnp.ndarray a, cnp.ndarray packed, int64_t n, cnp.ndarray c,
             _ws_lock.release()
     if err:
         raise MemoryError("pytpp.matmul: packing buffer allocation failed")
+    return c
+
+
+cdef int fill_epilogue(pytpp_mm_epilogue *ep, int isa, int dt, object bias, int act, int add,
+                       object res) except -1:
+    """The epilogue act(c + bias) + res with the element-wise kernels of C's dtype (float32 for
+    bf16 products); act < 0: none."""
+    cdef int cdt = PYTPP_F64 if dt == PYTPP_F64 else PYTPP_F32
+    cdef const pytpp_ew_kernels *ew = level(isa).eltwise[cdt]
+    ep.bias = NULL if bias is None else cnp.PyArray_DATA(<cnp.ndarray>bias)
+    ep.res = NULL
+    ep.ldr = 0
+    if res is not None:
+        ep.res = cnp.PyArray_DATA(<cnp.ndarray>res)
+        ep.ldr = cnp.PyArray_STRIDE(<cnp.ndarray>res, 0) // cnp.PyArray_ITEMSIZE(<cnp.ndarray>res)
+    ep.add = ew.binary[add]
+    ep.act = NULL if act < 0 else ew.unary[act]
+    return 0
+
+
+def linear(cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, int dt, int isa, object bias, int act,
+           int add, object res):
+    """c = act(a @ b + bias) + res, the epilogue applied to each block of c as it completes.
+    a (m, k) and b (k, n) of the compute dtype `dt`, any element strides (b may be a transposed
+    weight); c (m, n) of C's dtype with unit column stride; bias (n,) and res (m, n, unit column
+    stride) of C's dtype or None; act an element-wise unary code or -1, add the ADD code. The
+    caller validated everything."""
+    cdef pytpp_mm_kernels ks
+    select(dt, isa, 0, &ks)
+    cdef pytpp_mm_desc d
+    fill_desc(&d, a, b, c, dt)
+    cdef pytpp_mm_blocking bk
+    pytpp_mm_blocking_init(&ks, cache_info(), dt, &bk)
+    cdef pytpp_mm_epilogue ep
+    fill_epilogue(&ep, isa, dt, bias, act, add, res)
+    cdef int nt = num_threads()
+    cdef size_t need = pytpp_matmul_workspace(&ks, &bk, &d, 0, nt)
+    cdef void *ws = NULL
+    cdef size_t wsb = 0
+    cdef int err
+    cdef const void *pa = cnp.PyArray_DATA(a)
+    cdef const void *pb = cnp.PyArray_DATA(b)
+    cdef void *pc = cnp.PyArray_DATA(c)
+    cdef bint locked = acquire_workspace(need, &ws, &wsb)
+    try:
+        with nogil:
+            err = pytpp_matmul_fused(&ks, &bk, &d, pa, pb, pc, nt, ws, wsb, &ep)
+    finally:
+        if locked:
+            _ws_lock.release()
+    if err:
+        raise MemoryError("pytpp.nn.linear: packing buffer allocation failed")
+    return c
+
+
+def linear_prepacked(cnp.ndarray a, cnp.ndarray packed, int64_t n, cnp.ndarray c, dict blk,
+                     int dt, int isa, int bf16_kernel, object bias, int act, int add, object res):
+    """`linear` with a pre-packed B (a PackedMatrix layout) for one 2-D a."""
+    cdef pytpp_mm_kernels ks
+    select(dt, isa, bf16_kernel, &ks)
+    cdef pytpp_mm_blocking bk
+    to_blocking(blk, &bk)
+    cdef pytpp_mm_desc d
+    fill_desc(&d, a, a, c, dt)
+    d.n = n
+    d.rsb = d.csb = 0
+    cdef pytpp_mm_epilogue ep
+    fill_epilogue(&ep, isa, dt, bias, act, add, res)
+    cdef int nt = num_threads()
+    cdef size_t need = pytpp_matmul_workspace(&ks, &bk, &d, 1, nt)
+    cdef void *ws = NULL
+    cdef size_t wsb = 0
+    cdef int err
+    cdef const void *pa = cnp.PyArray_DATA(a)
+    cdef const void *pp = cnp.PyArray_DATA(packed)
+    cdef void *pc = cnp.PyArray_DATA(c)
+    cdef bint locked = acquire_workspace(need, &ws, &wsb)
+    try:
+        with nogil:
+            err = pytpp_matmul_prepacked_fused(&ks, &bk, &d, pa, pp, pc, nt, ws, wsb, &ep)
+    finally:
+        if locked:
+            _ws_lock.release()
+    if err:
+        raise MemoryError("pytpp.nn.PackedLinear: packing buffer allocation failed")
     return c
 
 

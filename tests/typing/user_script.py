@@ -78,6 +78,12 @@ y = pytpp.nn.batch_norm(x4, running, np.ones(4), training=True, momentum=0.1)
 y, mu, rs = pytpp.nn.batch_norm(x4, None, None, training=True, data_format="NCHW",
                                 return_stats=True)
 gx, gw, gb = pytpp.nn.batch_norm_backward(x4, x4, mu, rs, np.ones(4))
+lin: Array = pytpp.nn.linear(np.ones((3, 4)), np.ones((5, 4)), np.zeros(5), activation="gelu",
+                             residual=np.ones((3, 5)))
+gx, gw_lin, gb_lin = pytpp.nn.linear_backward(np.ones((3, 5)), np.ones((3, 4)), np.ones((5, 4)),
+                                              activation="relu", pre_activation=lin)
+packed_layer = pytpp.nn.PackedLinear(np.ones((5, 4)), np.zeros(5))
+lin = packed_layer(np.ones((3, 4)), activation="tanh")
 params: Array = np.zeros(8, np.float32)
 params = pytpp.nn.sgd_step(params, np.ones(8, np.float32), np.zeros(8, np.float32), lr=0.1,
                            momentum=0.9, weight_decay=1e-4)

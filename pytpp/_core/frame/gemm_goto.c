@@ -142,7 +142,22 @@ typedef struct job {
     char *c;
     char *ws;                   /* caller's workspace (reused across calls) or NULL: malloc */
     size_t ws_bytes;
+    const pytpp_mm_epilogue *ep;   /* or NULL */
 } job;
+
+/* The epilogue on rows [row0, row0 + rows) x columns [col0, col0 + ncols) of C at c (the
+ * segment's first element, row stride ldc elements of cesz bytes). */
+static void epilogue_rows(const pytpp_mm_epilogue *ep, char *c, int64_t ldc, int64_t cesz,
+                          int64_t row0, int64_t rows, int64_t col0, int64_t ncols)
+{
+    for (int64_t i = 0; i < rows; ++i) {
+        char *ci = c + i * ldc * cesz;
+        if (ep->bias) ep->add(ncols, ci, (const char *)ep->bias + col0 * cesz, ci, 0);
+        if (ep->act) ep->act(ncols, ci, ci);
+        if (ep->res)
+            ep->add(ncols, ci, (const char *)ep->res + ((row0 + i) * ep->ldr + col0) * cesz, ci, 0);
+    }
+}
 
 /* Packing buffer sizes (bytes) a thread needs for an m x n rectangle. */
 static void buffer_sizes(const eng *e, const pytpp_mm_desc *d, int64_t m, int64_t n, int prepacked,
@@ -207,6 +222,9 @@ static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t
                             prefetch_c(cp + NR * cesz, ldc * cesz, mrr, imin(NR, ncb - jr - NR) * cesz);
                         run_tile(e, kcb, ap, bblk + jr * kcp * esz, cp, ldc, mrr, ncols, pc > 0);
                     }
+                    /* these rows of the block are final: the epilogue while they are hot */
+                    if (jb->ep && pc + kcb >= k)
+                        epilogue_rows(jb->ep, crow, ldc, cesz, ic + ir, mrr, jc, ncb);
                 }
             }
         }
@@ -329,16 +347,20 @@ static int run_goto(const eng *e, const job *jb, int nthreads)
 }
 
 static int matmul_one(const eng *e, const pytpp_mm_desc *d, const char *a, const char *b,
-                      char *c, int nthreads, void *ws, size_t ws_bytes)
+                      char *c, int nthreads, void *ws, size_t ws_bytes,
+                      const pytpp_mm_epilogue *ep)
 {
     if (d->m <= 0 || d->n <= 0) return 0;
-    if (d->k <= 0) {
-        zero_c(e, d, c);
-        return 0;
+    int err = 0;
+    if (d->k <= 0 || use_nopack(e, d)) {
+        /* small: the whole C is in the caches when the epilogue runs over it */
+        if (d->k <= 0) zero_c(e, d, c);
+        else err = run_nopack(e, d, a, b, c, nthreads);
+        if (ep && !err) epilogue_rows(ep, c, d->ldc, (int64_t)e->cesz, 0, d->m, 0, d->n);
+        return err;
     }
-    if (use_nopack(e, d)) return run_nopack(e, d, a, b, c, nthreads);
     job jb = {.e = e, .d = d, .a = a, .b = b, .bpre = NULL, .npad = 0, .c = c, .ws = ws,
-              .ws_bytes = ws_bytes};
+              .ws_bytes = ws_bytes, .ep = ep};
     return run_goto(e, &jb, nthreads);
 }
 
@@ -376,7 +398,17 @@ int pytpp_matmul_blocked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk
     if (!valid_kernels(ks, d->dtype)) return -2;
     eng e;
     make_eng(&e, ks, bk, d->dtype);
-    return matmul_one(&e, d, a, b, c, nthreads, ws, ws_bytes);
+    return matmul_one(&e, d, a, b, c, nthreads, ws, ws_bytes, NULL);
+}
+
+int pytpp_matmul_fused(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                       const pytpp_mm_desc *d, const void *a, const void *b, void *c,
+                       int nthreads, void *ws, size_t ws_bytes, const pytpp_mm_epilogue *ep)
+{
+    if (!valid_kernels(ks, d->dtype)) return -2;
+    eng e;
+    make_eng(&e, ks, bk, d->dtype);
+    return matmul_one(&e, d, a, b, c, nthreads, ws, ws_bytes, ep);
 }
 
 int pytpp_matmul_batch(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci,
@@ -397,7 +429,7 @@ int pytpp_matmul_batch(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci,
         int err = 0;
         for (int64_t l = 0; l < count && !err; ++l)
             err = matmul_one(&e, d, (const char *)a + off_a[l] * ea, (const char *)b + off_b[l] * ea,
-                             (char *)c + off_c[l] * ec, nthreads, NULL, 0);
+                             (char *)c + off_c[l] * ec, nthreads, NULL, 0, NULL);
         return err;
     }
     /* small products: parallel over the stack, each on one thread */
@@ -406,7 +438,7 @@ int pytpp_matmul_batch(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci,
     #pragma omp parallel for num_threads(nt) schedule(static) reduction(| : err) if (nt > 1)
     for (int64_t l = 0; l < count; ++l)
         err |= matmul_one(&e, d, (const char *)a + off_a[l] * ea, (const char *)b + off_b[l] * ea,
-                          (char *)c + off_c[l] * ec, 1, NULL, 0);
+                          (char *)c + off_c[l] * ec, 1, NULL, 0, NULL);
     return err ? -1 : 0;
 }
 
@@ -441,6 +473,21 @@ void pytpp_mm_pack_b_full(const pytpp_mm_blocking *bk, int dtype, int64_t k, int
     }
 }
 
+static int prepacked_one(const eng *e, const pytpp_mm_desc *d, const char *a,
+                         const void *packed_b, char *c, int nthreads, void *ws, size_t ws_bytes,
+                         const pytpp_mm_epilogue *ep)
+{
+    if (d->m <= 0 || d->n <= 0) return 0;
+    if (d->k <= 0) {
+        zero_c(e, d, c);
+        if (ep) epilogue_rows(ep, c, d->ldc, (int64_t)e->cesz, 0, d->m, 0, d->n);
+        return 0;
+    }
+    job jb = {.e = e, .d = d, .a = a, .b = NULL, .bpre = packed_b, .npad = rup(d->n, e->nr),
+              .c = c, .ws = ws, .ws_bytes = ws_bytes, .ep = ep};
+    return run_goto(e, &jb, nthreads);
+}
+
 int pytpp_matmul_prepacked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
                            const pytpp_mm_desc *d, const void *a, const void *packed_b, void *c,
                            int64_t count, const int64_t *off_a, const int64_t *off_c,
@@ -451,19 +498,21 @@ int pytpp_matmul_prepacked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *
     make_eng(&e, ks, bk, d->dtype);
     const int64_t ea = (int64_t)e.in_esz, ec = (int64_t)e.cesz;
     int err = 0;
-    for (int64_t l = 0; l < count && !err; ++l) {
-        char *cl = (char *)c + off_c[l] * ec;
-        if (d->m <= 0 || d->n <= 0) continue;
-        if (d->k <= 0) {
-            zero_c(&e, d, cl);
-            continue;
-        }
-        job jb = {.e = &e, .d = d, .a = (const char *)a + off_a[l] * ea, .b = NULL,
-                  .bpre = packed_b, .npad = rup(d->n, e.nr), .c = cl, .ws = ws,
-                  .ws_bytes = ws_bytes};
-        err = run_goto(&e, &jb, nthreads);
-    }
+    for (int64_t l = 0; l < count && !err; ++l)
+        err = prepacked_one(&e, d, (const char *)a + off_a[l] * ea, packed_b,
+                            (char *)c + off_c[l] * ec, nthreads, ws, ws_bytes, NULL);
     return err;
+}
+
+int pytpp_matmul_prepacked_fused(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                                 const pytpp_mm_desc *d, const void *a, const void *packed_b,
+                                 void *c, int nthreads, void *ws, size_t ws_bytes,
+                                 const pytpp_mm_epilogue *ep)
+{
+    if (!valid_kernels(ks, d->dtype)) return -2;
+    eng e;
+    make_eng(&e, ks, bk, d->dtype);
+    return prepacked_one(&e, d, a, packed_b, c, nthreads, ws, ws_bytes, ep);
 }
 
 /* ---- bf16 output ------------------------------------------------------------------------------ */

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include "pytpp/gemm.h"
+#include "pytpp/eltwise.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -118,6 +119,27 @@ int pytpp_matmul_prepacked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *
                            const pytpp_mm_desc *d, const void *a, const void *packed_b, void *c,
                            int64_t count, const int64_t *off_a, const int64_t *off_c,
                            int nthreads, void *ws, size_t ws_bytes);
+
+/* A fused epilogue: each row segment of C, as soon as it holds its final sums (while it is in
+ * the caches), becomes act(c + bias[col]) + res[row, col], by the element-wise row kernels of
+ * C's dtype. Rows and columns are C's; res is C-typed with row stride ldr. */
+typedef struct pytpp_mm_epilogue {
+    const void *bias;              /* n elements, or NULL */
+    const void *res;               /* residual rows, or NULL */
+    int64_t ldr;
+    pytpp_ew_binary_fn add;        /* the ADD row kernel (bias and residual) */
+    pytpp_ew_unary_fn act;         /* in place, or NULL */
+} pytpp_mm_epilogue;
+
+/* pytpp_matmul_blocked with an epilogue (NULL: none). */
+int pytpp_matmul_fused(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                       const pytpp_mm_desc *d, const void *a, const void *b, void *c,
+                       int nthreads, void *ws, size_t ws_bytes, const pytpp_mm_epilogue *ep);
+/* One product with a pre-packed B and an epilogue. */
+int pytpp_matmul_prepacked_fused(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
+                                 const pytpp_mm_desc *d, const void *a, const void *packed_b,
+                                 void *c, int nthreads, void *ws, size_t ws_bytes,
+                                 const pytpp_mm_epilogue *ep);
 
 /* float32 -> bfloat16, round to nearest even, NaN stays NaN (quiet). Any strides (elements). */
 void pytpp_cvt_f32_bf16(const float *src, uint16_t *dst, int64_t rows, int64_t cols,
