@@ -57,3 +57,9 @@ def elementwise(*arrays, op, **kwargs):
     """pytpp.nn.<op> of one block (or of the blocks of grad and x for a backward form)."""
     worker_threads()
     return getattr(pytpp.nn, op)(*arrays, **kwargs)
+
+
+def linear(x, w, bias, residual=None, *, activation=None):
+    """pytpp.nn.linear of one block of rows."""
+    worker_threads()
+    return pytpp.nn.linear(x, w, bias, activation=activation, residual=residual)

@@ -95,4 +95,92 @@ def softmax(x, axis=-1, *, approx=False, rechunk=True):
     return x.map_blocks(_blocks.elementwise, op="softmax", axis=axis, approx=approx, dtype=dtype)
 
 
-__all__ = list(UNARY) + list(BACKWARD) + ["softmax"]
+def _trailing_in_one_chunk(x, k, fn, rechunk):
+    """x with its last k axes in one chunk each (rechunked, or a ValueError)."""
+    split = [a for a in range(x.ndim - k, x.ndim) if len(x.chunks[a]) > 1]
+    if split and not rechunk:
+        raise ValueError(f"{fn}: axes {split} span several chunks; the normalised axes must be in "
+                         f"one (pass rechunk=True, or rechunk them first)")
+    return x.rechunk({a: -1 for a in split}) if split else x
+
+
+def _norm(name, x, normalized_shape, rechunk, **kwargs):
+    fn = f"pytpp.dask.nn.{name}"
+    x = da.asanyarray(x)
+    shape = (normalized_shape,) if np.ndim(normalized_shape) == 0 else tuple(normalized_shape)
+    if len(shape) > x.ndim or tuple(x.shape[x.ndim - len(shape):]) != tuple(shape):
+        raise ValueError(f"{fn}: normalized_shape {shape} does not match the trailing dims of x "
+                         f"(shape {x.shape})")
+    try:
+        dtype = _result(x.dtype)
+    except TypeError as e:
+        raise TypeError(f"{fn}: x: {e}") from None
+    x = _trailing_in_one_chunk(x, len(shape), fn, rechunk)
+    return x.map_blocks(_blocks.elementwise, op=name, normalized_shape=shape, dtype=dtype,
+                        **kwargs)
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, *, rechunk=True):
+    """``pytpp.nn.layer_norm`` of a dask array: the normalised (trailing) axes in one chunk
+    (rechunked, or a ValueError with ``rechunk=False``), the leading ones as they are chunked;
+    weight and bias (numpy arrays of the normalised shape) travel with the tasks.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da, pytpp.dask
+    >>> x = da.from_array(np.array([[1.0, 3.0], [2.0, 6.0]]), chunks=1)
+    >>> pytpp.dask.nn.layer_norm(x, 2, eps=0.0).compute()
+    array([[-1.,  1.],
+           [-1.,  1.]])
+    """
+    return _norm("layer_norm", x, normalized_shape, rechunk, weight=weight, bias=bias, eps=eps)
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=1e-6, *, rechunk=True):
+    """``pytpp.nn.rms_norm`` of a dask array, chunked as :func:`layer_norm`."""
+    return _norm("rms_norm", x, normalized_shape, rechunk, weight=weight, eps=eps)
+
+
+def linear(x, w, bias=None, *, activation=None, residual=None):
+    """``pytpp.nn.linear`` on a dask array x (..., in_features), chunked along its leading axes
+    (the feature axis rechunked to one chunk): each block one fused GEMM + bias + activation
+    (+ residual, a dask array of the output's shape). The weight and bias become one task each,
+    sent to a worker once, not embedded in every block's task.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da, pytpp.dask
+    >>> x = da.ones((4, 3), chunks=(1, 3))
+    >>> pytpp.dask.nn.linear(x, np.ones((2, 3)), np.array([0.0, -5.0]),
+    ...                      activation="relu").compute()
+    array([[3., 0.],
+           [3., 0.],
+           [3., 0.],
+           [3., 0.]])
+    """
+    from dask import delayed
+    fn = "pytpp.dask.nn.linear"
+    x = da.asanyarray(x)
+    w = np.asarray(w)
+    if w.ndim != 2 or x.ndim < 1 or x.shape[-1] != w.shape[1]:
+        raise ValueError(f"{fn}: x (shape {x.shape}) and w (shape {w.shape}) do not match as "
+                         f"(..., in_features) and (out_features, in_features)")
+    try:
+        dtype = _validate.promote(_result(x.dtype), _result(w.dtype))
+    except TypeError as e:
+        raise TypeError(f"{fn}: {e}") from None
+    x = _trailing_in_one_chunk(x, 1, fn, True)
+    n = w.shape[0]
+    chunks = x.chunks[:-1] + ((n,),)
+    args = [x, delayed(w, pure=True), None if bias is None else delayed(np.asarray(bias), pure=True)]
+    if residual is not None:
+        residual = da.asanyarray(residual)
+        if residual.shape != x.shape[:-1] + (n,):
+            raise ValueError(f"{fn}: residual has shape {residual.shape}; expected "
+                             f"{x.shape[:-1] + (n,)}")
+        args.append(residual.rechunk(chunks))
+    return da.map_blocks(_blocks.linear, *args, activation=activation, chunks=chunks,
+                         dtype=dtype)
+
+
+__all__ = list(UNARY) + list(BACKWARD) + ["softmax", "layer_norm", "rms_norm", "linear"]

@@ -105,6 +105,30 @@ def _worker_state():
     return pytpp.get_num_threads(), pytpp.get_isa()
 
 
+def test_norms_and_linear(client, rng):
+    x, dx = _arr(rng, (9, 4, 6), (2, 3, 4))            # the normalised axes span chunks
+    w, b = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
+    np.testing.assert_allclose(pytpp.dask.nn.layer_norm(dx, (4, 6), w, b).compute(),
+                               pytpp.nn.layer_norm(x, (4, 6), w, b), **TOL)
+    np.testing.assert_allclose(pytpp.dask.nn.rms_norm(dx, 6).compute(),
+                               pytpp.nn.rms_norm(x, 6), **TOL)
+    with pytest.raises(ValueError, match="rechunk"):
+        pytpp.dask.nn.layer_norm(dx, 6, rechunk=False)
+    with pytest.raises(ValueError, match="normalized_shape"):
+        pytpp.dask.nn.layer_norm(dx, 5)
+    wl, bl = rng.standard_normal((5, 6)), rng.standard_normal(5)
+    r, dr = _arr(rng, (9, 4, 5), (4, 1, 5))
+    y = pytpp.dask.nn.linear(dx, wl, bl, activation="gelu", residual=dr)
+    assert y.shape == (9, 4, 5) and y.chunks[0] == dx.chunks[0]
+    np.testing.assert_allclose(y.compute(), pytpp.nn.linear(x, wl, bl, activation="gelu",
+                                                            residual=r), **TOL)
+    # the weight is one task of the graph, not a copy inside every block's task
+    graph = dict(y.__dask_graph__())
+    assert sum(isinstance(v, np.ndarray) and v.shape == wl.shape for v in graph.values()) <= 1
+    with pytest.raises(ValueError, match="do not match"):
+        pytpp.dask.nn.linear(dx, wl[:, :4])
+
+
 def test_threads_per_worker(client, rng):
     a, da_a = _arr(rng, (64, 64), 32)
     pytpp.dask.matmul(da_a, da_a).compute()
