@@ -17,30 +17,8 @@ def _info(args):
 
 
 def _demo(args):
-    import time
-
-    import numpy as np
-
-    import pytpp
-    rng = np.random.default_rng(0)
-    pytpp.show_config()
-    nb, m, n, k = 16, 64, 64, 64
-    for dtype in (np.float64, np.float32):
-        a = rng.standard_normal((nb, m, k)).astype(dtype)
-        b = rng.standard_normal((nb, k, n)).astype(dtype)
-        out = np.empty((m, n), dtype)
-        ref = np.einsum("bik,bkj->ij", a.astype(np.float64), b.astype(np.float64))
-        for level in pytpp.available_isas():
-            with pytpp.use_isa(level):
-                pytpp.brgemm(a, b, out=out)
-                err = np.abs(out - ref).max() / np.abs(ref).max()
-                t0 = time.perf_counter()
-                reps = 50
-                for _ in range(reps):
-                    pytpp.brgemm(a, b, out=out)
-                dt = (time.perf_counter() - t0) / reps
-                print(f"brgemm {np.dtype(dtype).name} {nb}x({m}x{k} @ {k}x{n}) isa={level:6s}: "
-                      f"{2 * nb * m * n * k / dt / 1e9:7.1f} GFLOP/s, max rel. error {err:.1e}")
+    from pytpp import _demo
+    _demo.main()
 
 
 def _bench(args):
@@ -74,7 +52,9 @@ def main(argv=None):
     pi.add_argument("--kernel-map", action="store_true",
                     help="print every kernel symbol of every level as Markdown (docs/kernels.md)")
     pi.set_defaults(fn=_info)
-    pd = sub.add_parser("demo", help="run BRGEMM on built-in random data at every ISA level")
+    pd = sub.add_parser("demo", help="a short tour on built-in random data against numpy/scipy "
+                                     "(matmul, small GEMMs, a fused MLP, layer_norm, softmax, "
+                                     "BRGEMM at every ISA level)")
     pd.set_defaults(fn=_demo)
     pb = sub.add_parser("bench", help="benchmarks against numpy/scipy/torch, in one run; "
                                       "`bench compare A.json B.json` compares two reports",
