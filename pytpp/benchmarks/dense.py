@@ -1,6 +1,7 @@
 """Dense layers: linear with a fused activation (and residual), against pytpp's own matmul then
 gelu, torch's F.linear then its activation, and numpy; the weight packed once (PackedLinear) for
-repeated inference. GFLOP/s of the product and % of the measured fp32 FMA peak."""
+repeated inference; fused attention against torch's SDPA and pytpp's unfused pieces. GFLOP/s
+and % of the measured fp32 FMA peak."""
 import numpy as np
 
 from pytpp import linalg, nn
@@ -46,6 +47,24 @@ def _case(h, threads, m, k, n, activation, residual):
     h.compare(label, threads, 2.0 * m * k * n, "GFLOP/s", "f32", impls)
 
 
+def _attention(h, threads, B, H, L, E):
+    torch = h.torch
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((B, H, L, E)).astype(np.float32) for _ in range(3))
+    impls = [("pytpp fused", lambda: nn.scaled_dot_product_attention(q, k, v))]
+    if torch is not None:
+        tq, tk, tv = map(torch.from_numpy, (q, k, v))
+        impls.append(("torch SDPA", lambda: torch.nn.functional.scaled_dot_product_attention(
+            tq, tk, tv)))
+
+    def unfused():   # pytpp's own pieces with the (L, L) scores in memory
+        s = linalg.matmul(q, np.swapaxes(k, -1, -2)) * np.float32(1 / np.sqrt(E))
+        return linalg.matmul(nn.softmax(s, out=s), v)
+    impls.append(("pytpp matmul+softmax", unfused))
+    h.compare(f"attention B={B} H={H} L={L} E={E}", threads, 4.0 * B * H * L * L * E,
+              "GFLOP/s", "f32", impls)
+
+
 def run(h):
     h.header("Dense layers (float32): linear with fused bias + activation (+ residual)")
     shapes = [(1024, 768, 3072, "gelu", False),     # BERT-base FFN up, batch 8 x seq 128
@@ -58,3 +77,6 @@ def run(h):
         h.set_threads(threads)
         for m, k, n, act, res in shapes:
             _case(h, threads, m, k, n, act, res)
+        _attention(h, threads, 1, 12, 512, 64)          # BERT-base, seq 512
+        if not h.quick:
+            _attention(h, threads, 8, 12, 128, 64)      # BERT-base, batch 8 x seq 128

@@ -84,6 +84,10 @@ gx, gw_lin, gb_lin = pytpp.nn.linear_backward(np.ones((3, 5)), np.ones((3, 4)), 
                                               activation="relu", pre_activation=lin)
 packed_layer = pytpp.nn.PackedLinear(np.ones((5, 4)), np.zeros(5))
 lin = packed_layer(np.ones((3, 4)), activation="tanh")
+qkv: Array = np.ones((2, 3, 5, 8))
+att: Array = pytpp.nn.scaled_dot_product_attention(qkv, qkv, qkv, is_causal=True)
+att = pytpp.nn.scaled_dot_product_attention(qkv, qkv, qkv, np.ones((5, 5), bool), scale=0.5)
+att = pytpp.nn.multi_head_attention(np.ones((2, 5, 8)), np.ones((24, 8)), np.eye(8), 2)
 params: Array = np.zeros(8, np.float32)
 params = pytpp.nn.sgd_step(params, np.ones(8, np.float32), np.zeros(8, np.float32), lr=0.1,
                            momentum=0.9, weight_decay=1e-4)

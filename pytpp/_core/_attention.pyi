@@ -1,0 +1,5 @@
+"""Glue of the tiled attention (pytpp/_core/_attention.pyx)."""
+from numpy import ndarray
+
+def sdpa_forward(q: ndarray, k: ndarray, v: ndarray, o: ndarray, mask: ndarray | None,
+                 msb: int, msl: int, mss: int, causal: bool, scale: float) -> None: ...

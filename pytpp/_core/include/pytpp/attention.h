@@ -1,0 +1,30 @@
+/* Scaled dot-product attention, forward, fused in tiles (flash-attention style: paper 003's MHA
+ * with the softmax fused between two BRGEMMs): per block of queries, the scores against one block
+ * of keys at a time (a BRGEMM), the running row maximum and sum rescaling the output accumulator
+ * (the online softmax), and P @ V accumulated by a second BRGEMM. No (L, S) matrix is formed: a
+ * thread holds a query block's scores against one key block, K^T of one batch entry, and the
+ * accumulator. */
+#ifndef PYTPP_ATTENTION_H
+#define PYTPP_ATTENTION_H
+#include <stdint.h>
+#include "pytpp/gemm.h"
+#include "pytpp/eltwise.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* q (batch, L, E), k (batch, S, E), v (batch, S, Ev), o (batch, L, Ev): C-contiguous, of the
+ * tables' dtype. mask: additive scores (NULL for none) read at
+ * mask[b * msb + i * msl + j * mss] (element strides; 0 broadcasts). causal: key j is kept for
+ * query i when j <= i. A row whose every key is masked gives NaN, as softmax of all -inf does.
+ * Returns 0, or -1 when a thread's buffers cannot be allocated. */
+int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew, int64_t batch,
+                       int64_t L, int64_t S, int64_t E, int64_t Ev, const void *q, const void *k,
+                       const void *v, void *o, const void *mask, int64_t msb, int64_t msl,
+                       int64_t mss, int causal, double scale, int nthreads);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,178 @@
+"""Scaled dot-product attention with torch's semantics, forward fused in tiles (no (L, S) matrix
+in memory: attention.h), and multi-head attention on top of it."""
+import math
+
+import numpy as np
+
+from pytpp import _validate
+from pytpp._core import _attention
+from pytpp._typing import Array, ArrayLike
+
+__all__ = ["scaled_dot_product_attention", "multi_head_attention"]
+
+
+def _qkv(q, k, v, fn):
+    q = _validate.contraction_operand(q, "q", fn)
+    k = _validate.contraction_operand(k, "k", fn)
+    v = _validate.contraction_operand(v, "v", fn)
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"{fn}: q, k and v must have one dtype, got {q.dtype}, {k.dtype} and "
+                        f"{v.dtype}")
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+        raise ValueError(f"{fn}: q, k, v must be (..., L, E), (..., S, E), (..., S, Ev)")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"{fn}: q has E = {q.shape[-1]} but k has {k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"{fn}: k has S = {k.shape[-2]} keys but v has {v.shape[-2]}")
+    try:
+        lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError:
+        raise ValueError(f"{fn}: the batch dims of q {q.shape[:-2]}, k {k.shape[:-2]} and "
+                         f"v {v.shape[:-2]} do not broadcast") from None
+    return q, k, v, lead
+
+
+def _mask(attn_mask, lead, L, S, cdt, fn):
+    """An additive mask broadcast to lead + (L, S), flattened to (batch, L, S) with its element
+    strides (0 where it broadcasts): (array, strides) or (None, zeros)."""
+    if attn_mask is None:
+        return None, (0, 0, 0)
+    m = np.asarray(attn_mask)
+    if m.dtype == np.bool_:
+        m = np.where(m, 0.0, -np.inf).astype(cdt)
+    elif m.dtype.kind == "f" or m.dtype == _validate.BF16:
+        m = m.astype(cdt, copy=False)
+    else:
+        raise TypeError(f"{fn}: attn_mask must be boolean or floating, got {m.dtype}")
+    try:
+        m = np.broadcast_to(m, lead + (L, S))
+    except ValueError:
+        raise ValueError(f"{fn}: attn_mask of shape {np.shape(attn_mask)} does not broadcast to "
+                         f"{lead + (L, S)}") from None
+    batch = math.prod(lead)
+    # the batch dims as one: a copy only when they do not collapse to one stride
+    try:
+        m3 = m.reshape((batch, L, S), copy=False)
+    except (ValueError, TypeError):
+        m3 = np.ascontiguousarray(m).reshape(batch, L, S)
+    return m3, tuple(st // m3.itemsize for st in m3.strides)
+
+
+def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike,
+                                 attn_mask: ArrayLike | None = None, *, is_causal: bool = False,
+                                 dropout_p: float = 0.0, scale: float | None = None) -> Array:
+    """``softmax(q @ k^T * scale + mask) @ v`` (``torch.nn.functional.scaled_dot_product_attention``),
+    fused in tiles: per block of 64 queries, the scores of one block of 128 keys at a time (a
+    BRGEMM), the online softmax's running maximum and sum rescaling the accumulator, and P @ V by
+    a second BRGEMM; memory O(L * Ev) per call plus one K^T per thread, never (L, S).
+
+    Parameters
+    ----------
+    q, k, v : array_like
+        (..., L, E), (..., S, E), (..., S, Ev) of one float dtype (float64 or float32; bfloat16
+        and float16 compute in float32); batch dims broadcast.
+    attn_mask : array_like, optional
+        Boolean (True keeps) or additive float, broadcasting to (..., L, S).
+    is_causal : bool, optional
+        Keep key j for query i when j <= i (top-left aligned when L != S).
+    dropout_p : float, optional
+        Only 0 (inference) is supported here.
+    scale : float, optional
+        Default 1 / sqrt(E).
+
+    Returns
+    -------
+    ndarray
+        (..., L, Ev) in q's dtype. A query whose every key is masked gives NaN, as torch's.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> q = np.array([[1.0, 0.0]]); k = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> v = np.array([[1.0], [3.0]])
+    >>> pytpp.nn.scaled_dot_product_attention(q, k, v, scale=np.log(3.0))
+    array([[1.5]])
+    """
+    fn = "pytpp.nn.scaled_dot_product_attention"
+    q, k, v, lead = _qkv(q, k, v, fn)
+    if dropout_p != 0.0:
+        raise ValueError(f"{fn}: dropout_p={dropout_p} is not supported (inference only: 0.0)")
+    if attn_mask is not None and is_causal:
+        raise ValueError(f"{fn}: give attn_mask or is_causal, not both (as torch)")
+    L, E = q.shape[-2:]
+    S, Ev = v.shape[-2:]
+    s = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    if not math.isfinite(s):
+        raise ValueError(f"{fn}: scale must be finite, got {scale!r}")
+    cdt = _validate.F64 if q.dtype == _validate.F64 else _validate.F32
+    mask, (msb, msl, mss) = _mask(attn_mask, lead, L, S, cdt, fn)
+    batch = math.prod(lead)
+
+    def flat(a, rows, cols):
+        return np.ascontiguousarray(np.broadcast_to(a, lead + (rows, cols)), dtype=cdt).reshape(
+            batch, rows, cols)
+    o = np.empty((batch, L, Ev), cdt)
+    if batch and L and Ev:
+        _attention.sdpa_forward(flat(q, L, E), flat(k, S, E), flat(v, S, Ev), o, mask, msb,
+                                msl, mss, bool(is_causal), s)
+    res = o.reshape(lead + (L, Ev))
+    if q.dtype == _validate.BF16:
+        from pytpp.linalg import _operands as ops
+        out = np.empty(res.shape, _validate.BF16)
+        ops.store_bf16(res, out)
+        return out
+    return res.astype(q.dtype, copy=False)
+
+
+def multi_head_attention(x: ArrayLike, w_qkv: ArrayLike, w_out: ArrayLike, num_heads: int, *,
+                         attn_mask: ArrayLike | None = None, is_causal: bool = False) -> Array:
+    """Multi-head self-attention without biases (torch's ``nn.MultiheadAttention`` with
+    ``bias=False``, batch first): ``x @ w_qkv.T`` split into q, k, v and heads, the fused
+    :func:`scaled_dot_product_attention` per head, heads joined and ``@ w_out.T``.
+
+    Parameters
+    ----------
+    x : array_like
+        (B, L, D).
+    w_qkv : array_like
+        (3 D, D), torch's packed ``in_proj_weight`` (rows q, k, v; head h uses features
+        [h D / H, (h + 1) D / H)).
+    w_out : array_like
+        (D, D).
+    num_heads : int
+        Divides D.
+    attn_mask, is_causal
+        As in :func:`scaled_dot_product_attention`.
+
+    Returns
+    -------
+    ndarray
+        (B, L, D).
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> x = np.ones((1, 3, 4)); w = np.zeros((12, 4)); w[8:] = np.eye(4)   # v = x
+    >>> pytpp.nn.multi_head_attention(x, w, np.eye(4), 2).shape
+    (1, 3, 4)
+    """
+    from pytpp import nn
+    fn = "pytpp.nn.multi_head_attention"
+    x = _validate.contraction_operand(x, "x", fn)
+    if x.ndim != 3:
+        raise ValueError(f"{fn}: x must be (B, L, D), got shape {x.shape}")
+    B, L, D = x.shape
+    if not isinstance(num_heads, (int, np.integer)) or num_heads < 1 or D % num_heads:
+        raise ValueError(f"{fn}: num_heads={num_heads!r} must be a positive integer dividing "
+                         f"D = {D}")
+    w_qkv = _validate.contraction_operand(w_qkv, "w_qkv", fn)
+    w_out = _validate.contraction_operand(w_out, "w_out", fn)
+    if w_qkv.shape != (3 * D, D) or w_out.shape != (D, D):
+        raise ValueError(f"{fn}: w_qkv must be ({3 * D}, {D}) and w_out ({D}, {D}), got "
+                         f"{w_qkv.shape} and {w_out.shape}")
+    H, hd = int(num_heads), D // int(num_heads)
+    qkv = nn.linear(x, w_qkv)                                   # (B, L, 3D)
+    heads = qkv.reshape(B, L, 3, H, hd).transpose(2, 0, 3, 1, 4)  # (3, B, H, L, hd)
+    mask = attn_mask
+    o = scaled_dot_product_attention(heads[0], heads[1], heads[2], mask, is_causal=is_causal)
+    return nn.linear(o.transpose(0, 2, 1, 3).reshape(B, L, D), w_out)

@@ -1,0 +1,127 @@
+"""scaled_dot_product_attention and multi_head_attention against float64 references (torch's
+where installed) at every ISA level.
+
+Tolerances: outputs are convex combinations of v's rows with weights from exp of scores of
+E-term dot products: float32 agrees with float64 within 2e-5 of max|v| (the dot products'
+~E * eps relative error, times the softmax's sensitivity to score shifts of order 1, times
+|v|); float64 within 1e-12."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import pytpp
+
+TOL = {np.float32: 2e-5, np.float64: 1e-12}
+
+
+def ref_sdpa(q, k, v, mask=None, causal=False, scale=None):
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    s = (q @ np.swapaxes(k, -1, -2)) * (1 / np.sqrt(q.shape[-1]) if scale is None else scale)
+    L, S = s.shape[-2:]
+    if causal:
+        s = np.where(np.tril(np.ones((L, S), bool)), s, -np.inf)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
+    with np.errstate(invalid="ignore"):
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+    return p @ v
+
+
+def close(y, ref, dtype, v):
+    np.testing.assert_allclose(y, ref, rtol=0, atol=TOL[dtype] * max(1.0, np.abs(v).max()))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("L, S, E, Ev", [(1, 1, 32, 32), (7, 9, 64, 80), (129, 129, 64, 64),
+                                         (200, 70, 80, 32), (3, 300, 128, 16)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa(isa, threads, rng, dtype, L, S, E, Ev, causal):
+    q = rng.standard_normal((2, 3, L, E)).astype(dtype)
+    k = rng.standard_normal((2, 3, S, E)).astype(dtype)
+    v = rng.standard_normal((2, 3, S, Ev)).astype(dtype)
+    y = pytpp.nn.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    assert y.shape == (2, 3, L, Ev) and y.dtype == dtype
+    close(y, ref_sdpa(q, k, v, causal=causal), dtype, v)
+
+
+def test_masks_and_broadcast(isa, rng):
+    q = rng.standard_normal((2, 4, 17, 32))
+    k = rng.standard_normal((1, 4, 23, 32))            # batch dim broadcasts
+    v = rng.standard_normal((2, 1, 23, 8))
+    bmask = rng.random((17, 23)) > 0.4
+    bmask[3] = False                                     # a query with every key masked: NaN
+    y = pytpp.nn.scaled_dot_product_attention(q, k, v, bmask)
+    ref = ref_sdpa(q, k, v, bmask)
+    assert np.isnan(y[..., 3, :]).all() and np.isnan(ref[..., 3, :]).all()
+    close(np.nan_to_num(y), np.nan_to_num(ref), np.float64, v)
+    fmask = rng.standard_normal((2, 1, 17, 1))          # additive, broadcast over keys
+    close(pytpp.nn.scaled_dot_product_attention(q, k, v, fmask, scale=0.3),
+          ref_sdpa(q, k, v, fmask, scale=0.3), np.float64, v)
+
+
+def test_matches_torch(rng):
+    torch = pytest.importorskip("torch")
+    q, k, v = (rng.standard_normal((2, 3, 33, 64)) for _ in range(3))
+    tq, tk, tv = map(torch.tensor, (q, k, v))
+    F = torch.nn.functional
+    for causal in (False, True):
+        np.testing.assert_allclose(pytpp.nn.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                                   F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal),
+                                   atol=1e-12)
+    mha = torch.nn.MultiheadAttention(64, 4, bias=False, batch_first=True).double()
+    x = rng.standard_normal((2, 19, 64))
+    yt, _ = mha(*(torch.tensor(x),) * 3, need_weights=False)
+    y = pytpp.nn.multi_head_attention(x, mha.in_proj_weight.detach().numpy(),
+                                      mha.out_proj.weight.detach().numpy(), 4)
+    np.testing.assert_allclose(y, yt.detach().numpy(), atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(L=st.integers(1, 80), S=st.integers(1, 150), E=st.integers(1, 40),
+       seed=st.integers(0, 2**32 - 1))
+def test_hypothesis_shapes(L, S, E, seed):
+    rng = np.random.default_rng(seed)
+    q, k = rng.standard_normal((L, E)), rng.standard_normal((S, E))
+    v = rng.standard_normal((S, 3))
+    close(pytpp.nn.scaled_dot_product_attention(q, k, v), ref_sdpa(q, k, v), np.float64, v)
+
+
+def test_memory_does_not_grow_with_L_squared():
+    """L = S = 8192: an (L, S) float32 score matrix would take 256 MiB; the tiled forward's peak
+    RSS grows by its inputs and output (3 x 1 MiB) and per-thread tiles."""
+    code = """
+import resource, numpy as np, pytpp
+rng = np.random.default_rng(0)
+q, k, v = (rng.standard_normal((1, 8192, 32)).astype(np.float32) for _ in range(3))
+pytpp.nn.scaled_dot_product_attention(q[:, :64], k[:, :64], v[:, :64])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+y = pytpp.nn.scaled_dot_product_attention(q, k, v)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) // 1024)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(r.stdout.split()[-1]) < 64, r.stdout
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda q: pytpp.nn.scaled_dot_product_attention(q, q[..., :3], q), ValueError, "E ="),
+    (lambda q: pytpp.nn.scaled_dot_product_attention(q, q, q[:, :2]), ValueError, "keys"),
+    (lambda q: pytpp.nn.scaled_dot_product_attention(q, q.astype(np.float32), q), TypeError,
+     "one dtype"),
+    (lambda q: pytpp.nn.scaled_dot_product_attention(q, q, q, np.ones((2, 2), bool)), ValueError,
+     "broadcast"),
+    (lambda q: pytpp.nn.scaled_dot_product_attention(q, q, q, dropout_p=0.1), ValueError,
+     "dropout"),
+    (lambda q: pytpp.nn.multi_head_attention(q, np.ones((12, 4)), np.eye(4), 3), ValueError,
+     "num_heads"),
+    (lambda q: pytpp.nn.multi_head_attention(q, np.ones((8, 4)), np.eye(4), 2), ValueError,
+     "w_qkv"),
+])
+def test_bad_input(call, exc, match):
+    q = np.ones((2, 5, 4))
+    with pytest.raises(exc, match=match):
+        call(q)
