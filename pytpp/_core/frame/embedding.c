@@ -30,9 +30,13 @@ static int thread_id(int *count)
     return t;
 }
 
+/* Parts of the work per thread, taken dynamically: a thread slowed down (sharing its core)
+ * leaves its parts to the others. Results do not depend on who takes a part. */
+#define BAG_PARTS_PER_THREAD 8
+
 /* The first bag of part t of nt: bags weigh their positions plus one (an empty bag still
  * writes a row), and part t starts at the first bag b with offsets[b] + b >= t/nt of the total. */
-static int64_t bag_split(const pytpp_bag_index *ix, int t, int nt)
+static int64_t bag_split(const pytpp_bag_index *ix, int64_t t, int64_t nt)
 {
     if (t <= 0) return 0;
     if (t >= nt) return ix->nbags;
@@ -59,11 +63,10 @@ int pytpp_embedding_bag_forward(const pytpp_embedding_kernels *kt, const pytpp_b
     if (ix->nbags <= 0 || dim <= 0) return 0;
     const int nt = thread_count(nthreads, (ix->nidx + ix->nbags) * dim, ix->nbags);
     const int64_t yrow = dim * (y_bf16 ? 2 : kt->esz);
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        int T;
-        const int t = thread_id(&T);
-        const int64_t b0 = bag_split(ix, t, T), b1 = bag_split(ix, t + 1, T);
+    const int64_t parts = nt > 1 ? (int64_t)nt * BAG_PARTS_PER_THREAD : 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
+    for (int64_t c = 0; c < parts; ++c) {
+        const int64_t b0 = bag_split(ix, c, parts), b1 = bag_split(ix, c + 1, parts);
         kt->bag_fwd(ix, b0, b1, dim, w, w_bf16, ldw, (char *)y + b0 * yrow, y_bf16, dim, NULL);
     }
     return 0;
@@ -86,16 +89,20 @@ static int argmax_alloc(const pytpp_embedding_kernels *kt, const pytpp_bag_index
     return 0;
 }
 
-/* Inside a parallel region: this thread's share of the bags' argmax. */
+/* Inside a parallel region, by all its threads: the bags' argmax (ends with a barrier). */
 static void argmax_fill(const pytpp_embedding_kernels *kt, const pytpp_bag_index *ix, int64_t dim,
                         const void *w, int w_bf16, int64_t ldw, const bag_argmax *a)
 {
     if (!a->am) return;
     int T;
-    const int t = thread_id(&T);
-    const int64_t b0 = bag_split(ix, t, T), b1 = bag_split(ix, t + 1, T);
-    const int64_t off = b0 * dim * kt->esz;
-    kt->bag_fwd(ix, b0, b1, dim, w, w_bf16, ldw, a->y + off, 0, dim, a->am + off);
+    thread_id(&T);
+    const int64_t parts = (int64_t)T * BAG_PARTS_PER_THREAD;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t c = 0; c < parts; ++c) {
+        const int64_t b0 = bag_split(ix, c, parts), b1 = bag_split(ix, c + 1, parts);
+        const int64_t off = b0 * dim * kt->esz;
+        kt->bag_fwd(ix, b0, b1, dim, w, w_bf16, ldw, a->y + off, 0, dim, a->am + off);
+    }
 }
 
 static inline int64_t row_at(const int I64, const void *idx, int64_t k)
@@ -105,9 +112,9 @@ static inline int64_t row_at(const int I64, const void *idx, int64_t k)
 
 /* Counting sort of the positions whose row is in [r0, r0 + nr), by row, in position order
  * within a row: cnt (nr) gets each row's end relative to this part's first entry, at pos + base
- * (with pbag, each entry's bag); base, the entries of the parts before, is known after a barrier
- * (which also completes argmax_fill). Returns base. */
-PYTPP_INLINE int64_t
+ * (with pbag, each entry's bag); base, the entries of the parts before, is known after a barrier.
+ * totals[t]: this part's entries. */
+PYTPP_INLINE void
 group_rows(const int I64, const pytpp_bag_index *ix, int64_t r0, int64_t nr, int64_t *cnt,
            int64_t *pos, int64_t *pbag, int64_t *totals, int t)
 {
@@ -136,7 +143,6 @@ group_rows(const int I64, const pytpp_bag_index *ix, int64_t r0, int64_t nr, int
                 pb[at] = b;
             }
         }
-    return base;
 }
 
 int pytpp_embedding_bag_backward(const pytpp_embedding_kernels *kt, const pytpp_bag_index *ix,
@@ -166,10 +172,23 @@ int pytpp_embedding_bag_backward(const pytpp_embedding_kernels *kt, const pytpp_
         argmax_fill(kt, ix, dim, w, w_bf16, ldw, &a);
         int64_t r0, nr;
         pytpp_split(nrows, T, t, &r0, &nr);
-        const int64_t base = ix->idx64 ? group_rows(1, ix, r0, nr, ends + r0, pos, pbag, totals, t)
-                                       : group_rows(0, ix, r0, nr, ends + r0, pos, pbag, totals, t);
-        kt->bag_bwd(ix, nr, dim, 0, ends + r0, pos + base, pbag + base, g, a.am,
-                    (char *)out + r0 * orow, out_bf16, dim, stream);
+        if (ix->idx64) group_rows(1, ix, r0, nr, ends + r0, pos, pbag, totals, t);
+        else group_rows(0, ix, r0, nr, ends + r0, pos, pbag, totals, t);
+#pragma omp barrier
+        /* the rows, in parts taken dynamically; each part inside one thread's group */
+        const int64_t parts = T > 1 ? BAG_PARTS_PER_THREAD : 1;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t c = 0; c < (int64_t)T * parts; ++c) {
+            const int u = (int)(c / parts);
+            int64_t u0, un, c0, cn, base = 0;
+            pytpp_split(nrows, T, u, &u0, &un);
+            pytpp_split(un, parts, c % parts, &c0, &cn);
+            for (int v = 0; v < u; ++v) base += totals[v];
+            if (cn > 0)
+                kt->bag_bwd(ix, cn, dim, c0 == 0 ? 0 : ends[u0 + c0 - 1], ends + u0 + c0,
+                            pos + base, pbag + base, g, a.am, (char *)out + (u0 + c0) * orow,
+                            out_bf16, dim, stream);
+        }
     }
     free(ends);
     free(a.am);
@@ -188,13 +207,18 @@ int pytpp_embedding_bag_backward_rows(const pytpp_embedding_kernels *kt,
     if (argmax_alloc(kt, ix, dim, &a)) return -1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
+        int T;
+        thread_id(&T);
         argmax_fill(kt, ix, dim, w, w_bf16, ldw, &a);
-#pragma omp barrier
-        int64_t s0, ns;
-        pytpp_thread_part(nslots, &s0, &ns);
-        if (ns > 0)
-            kt->bag_bwd(ix, ns, dim, s0 == 0 ? 0 : ends[s0 - 1], ends + s0, pos, pbag, g, a.am,
-                        (char *)out + s0 * dim * kt->esz, 0, dim, 0);
+        const int64_t parts = T > 1 ? (int64_t)T * BAG_PARTS_PER_THREAD : 1;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t c = 0; c < parts; ++c) {
+            int64_t s0, ns;
+            pytpp_split(nslots, parts, c, &s0, &ns);
+            if (ns > 0)
+                kt->bag_bwd(ix, ns, dim, s0 == 0 ? 0 : ends[s0 - 1], ends + s0, pos, pbag, g,
+                            a.am, (char *)out + s0 * dim * kt->esz, 0, dim, 0);
+        }
     }
     free(a.am);
     return 0;
