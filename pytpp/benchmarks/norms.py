@@ -197,7 +197,8 @@ def _embedding_bag(h, threads, rows=1_000_000, dim=64, bags=2048):
         impls = [("pytpp", lambda: nn.embedding_bag(w, indices, offsets, out=y))]
         if torch is not None:
             F = torch.nn.functional
-            tw, ti, to = _torch_tensor(torch, w), torch.from_numpy(indices), torch.from_numpy(offsets)
+            tw = _torch_tensor(torch, w)
+            ti, to = torch.from_numpy(indices), torch.from_numpy(offsets)
             impls.append(("torch", lambda: F.embedding_bag(ti, tw, to, mode="sum")))
         if dt == np.float32:
             impls.append(("numpy composite", lambda: np.add.reduceat(w[indices], offsets, axis=0)))

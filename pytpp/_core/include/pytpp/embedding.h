@@ -59,9 +59,9 @@ typedef void (*pytpp_bag_fwd_fn)(const pytpp_bag_index *ix, int64_t b0, int64_t 
 /* Output rows s = 0 .. nslots - 1 (stride ldo elements of the compute dtype, or of bfloat16
  * when out_bf16), each the sum of the contributions of the index positions
  * pos[begin_s .. ends[s]) (begin_0 = first, then ends[s - 1]); rows without any are zeros.
- * pbag[p]: the bag of position pos[p]; g: grad_out, nbags x dim, compute dtype; am: max only, as the
- * forward's. stream: compute-dtype rows and zero rows by streaming stores (the caller checked
- * that every row is whole, aligned cache lines). */
+ * pbag[p]: the bag of position pos[p]; g: grad_out, nbags x dim, compute dtype; am: max only,
+ * as the forward's. stream: compute-dtype rows and zero rows by streaming stores (the caller
+ * checked that every row is whole, aligned cache lines). */
 typedef void (*pytpp_bag_bwd_fn)(const pytpp_bag_index *ix, int64_t nslots, int64_t dim,
                                  int64_t first, const int64_t *ends, const int64_t *pos,
                                  const int64_t *pbag, const void *g, const void *am,
