@@ -128,6 +128,10 @@ def kernels(level=None):
         for name in ("sgd", "adamw", "split_sgd")[:3 if dt == "f32" else 2]:
             rows.append((f"optim {name}", dt, _op_symbol(info, f"tpp_optim_{name}_"),
                          info["symbol"], info["source"]))
+    for dt, info in t["embedding"].items():
+        for name in ("bag_fwd", "bag_bwd"):
+            rows.append((f"embedding {name}", dt, _op_symbol(info, f"tpp_{name}_"),
+                         info["symbol"], info["source"]))
     return rows
 
 
@@ -167,6 +171,7 @@ def kernel_map():
         tables += [("eltwise", t["eltwise"][d]) for d in ("f64", "f32")]
         tables += [("norm", t["norm"][d]) for d in ("f64", "f32")]
         tables += [("optim", t["optim"][d]) for d in ("f64", "f32")]
+        tables += [("embedding", t["embedding"][d]) for d in ("f64", "f32")]
         out.append(f"## {level}")
         out.append("")
         for family, info in tables:

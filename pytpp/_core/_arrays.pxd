@@ -14,6 +14,22 @@ cdef inline int dtype_code(int typenum) noexcept nogil:
     return -1
 
 
+cdef inline int compute_code(cnp.ndarray a) noexcept:
+    """enum pytpp_dtype the row kernels compute a validated operand in: float64 for float64,
+    float32 for float32 and bfloat16 storage."""
+    return PYTPP_F64 if cnp.PyArray_TYPE(a) == cnp.NPY_DOUBLE else PYTPP_F32
+
+
+cdef inline void *data_or_null(object a):
+    """The data of an ndarray, NULL for None (an optional operand)."""
+    return NULL if a is None else cnp.PyArray_DATA(<cnp.ndarray>a)
+
+
+cdef inline int64_t row_ld(cnp.ndarray a):
+    """Row stride in elements of a validated 2-D operand (a whole number of elements)."""
+    return cnp.PyArray_STRIDE(a, 0) // cnp.PyArray_ITEMSIZE(a)
+
+
 cdef inline bint elem_strides(cnp.ndarray x, int64_t esz) noexcept:
     """Every stride is a whole number of elements of size esz."""
     cdef int d

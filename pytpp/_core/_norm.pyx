@@ -9,7 +9,7 @@ cimport numpy as cnp
 from libc.stdint cimport int64_t
 from pytpp._core.cnorm cimport *
 from pytpp._core._runtime cimport num_threads, active_isa, level
-from pytpp._core.cengine cimport PYTPP_F64, PYTPP_F32
+from pytpp._core._arrays cimport compute_code as compute, data_or_null as ptr, row_ld as ld
 from pytpp._core.celtwise cimport pytpp_ew_kernels, PYTPP_EW_F64, PYTPP_EW_F32, PYTPP_EW_BF16
 
 cnp.import_array()
@@ -21,18 +21,6 @@ cdef inline int storage(cnp.ndarray a) noexcept:
     """enum pytpp_ew_dtype of an operand: float64, float32, else bfloat16 (validated above)."""
     cdef int t = cnp.PyArray_TYPE(a)
     return PYTPP_EW_F64 if t == cnp.NPY_DOUBLE else PYTPP_EW_F32 if t == cnp.NPY_FLOAT else PYTPP_EW_BF16
-
-
-cdef inline int compute(cnp.ndarray x) noexcept:
-    return PYTPP_F64 if cnp.PyArray_TYPE(x) == cnp.NPY_DOUBLE else PYTPP_F32
-
-
-cdef inline void *ptr(object a):
-    return NULL if a is None else cnp.PyArray_DATA(<cnp.ndarray>a)
-
-
-cdef inline int64_t ld(cnp.ndarray a):
-    return cnp.PyArray_STRIDE(a, 0) // cnp.PyArray_ITEMSIZE(a)
 
 
 def forward(int kind, cnp.ndarray x, object w, object b, double eps, cnp.ndarray y,

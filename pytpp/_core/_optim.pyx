@@ -9,12 +9,9 @@ from libc.string cimport memset
 from pytpp._core.coptim cimport *
 from pytpp._core._runtime cimport num_threads, active_isa, level
 from pytpp._core.cengine cimport PYTPP_F64, PYTPP_F32
+from pytpp._core._arrays cimport data_or_null as ptr
 
 cnp.import_array()
-
-
-cdef inline void *ptr(object a):
-    return NULL if a is None else cnp.PyArray_DATA(<cnp.ndarray>a)
 
 
 cdef void run(pytpp_optim_step *s, int dt):

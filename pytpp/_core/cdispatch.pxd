@@ -7,6 +7,7 @@ from pytpp._core.csmallgemm cimport pytpp_smm_kernels
 from pytpp._core.celtwise cimport pytpp_ew_kernels
 from pytpp._core.cnorm cimport pytpp_norm_kernels
 from pytpp._core.coptim cimport pytpp_optim_kernels
+from pytpp._core.cembedding cimport pytpp_embedding_kernels
 
 cdef extern from "pytpp/dispatch.h" nogil:
     enum:
@@ -23,6 +24,7 @@ cdef extern from "pytpp/dispatch.h" nogil:
         const pytpp_ew_kernels *eltwise[PYTPP_NDTYPES]
         const pytpp_norm_kernels *norm[PYTPP_NDTYPES]
         const pytpp_optim_kernels *optim[PYTPP_NDTYPES]
+        const pytpp_embedding_kernels *embedding[PYTPP_NDTYPES]
         int bf16_default
 
     ctypedef struct pytpp_bf16_entry:

@@ -1,7 +1,8 @@
-"""Normalisations and optimizer steps: layer_norm and rms_norm forward and backward on rows that
-fit the caches, batches that do not; batch_norm (train and eval, NCHW and NHWC) and group_norm
-on ResNet-50 activations (8, 256, 56, 56); SGD, AdamW and split-SGD steps on 16M parameters
-(GB/s of bytes read + written, % of the measured copy bandwidth).
+"""Normalisations, optimizer steps and embedding bags: layer_norm and rms_norm forward and backward
+on rows that fit the caches, batches that do not; batch_norm (train and eval, NCHW and NHWC) and
+group_norm on ResNet-50 activations (8, 256, 56, 56); SGD, AdamW and split-SGD steps on 16M
+parameters; embedding_bag forward and backward on DLRM-like tables (GB/s of bytes read +
+written, % of the measured copy bandwidth).
 
 Peers: torch.nn.functional (forward; backward through autograd of the same graph, timed
 without the forward) and the numpy composite a numpy user writes.
@@ -111,6 +112,7 @@ def run(h):
         _rms_norm(h, threads, (4096, 4096))
         _channel_norms(h, threads, (8, 256, 56, 56))
         _optimizers(h, threads, 16 << 20)
+        _embedding_bag(h, threads)
 
 
 def _channel_norms(h, threads, shape):
@@ -212,3 +214,56 @@ def _optimizers(h, threads, n):
         lo[...] = w & 0xFFFF
     impls.append(("numpy composite", numpy_split))
     h.compare(f"split_sgd_step n={n}", threads, 12 * n, "GB/s", "copy_gbs", impls)
+
+
+def _embedding_bag(h, threads, rows=1_000_000, dim=64, bags=2048):
+    """DLRM-like tables (TPP paper 5.2.2): rows x dim, float32 and bfloat16, `bags` bags of 32-100
+    random rows (mode sum). Bytes: the rows gathered, the indices and the output (forward); the
+    gradient written, the indices and grad_out (backward, dense)."""
+    names = {dt: (f"embedding_bag sum {np.dtype(dt).name} ({rows}, {dim}) {bags} bags",
+                  f"embedding_bag_backward sum {np.dtype(dt).name} ({rows}, {dim}) {bags} bags")
+             for dt in (np.float32, BF16)}
+    if not any(h.wants(c) for pair in names.values() for c in pair):
+        return                                  # (the tables take 384 MB)
+    torch = h.torch
+    rng = np.random.default_rng(4)
+    lens = rng.integers(32, 101, bags)
+    offsets = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
+    n = int(lens.sum())
+    indices = rng.integers(0, rows, n)
+    bag_of = np.repeat(np.arange(bags), lens)
+    g = rng.standard_normal((bags, dim)).astype(np.float32)
+    for dt, (fwd_case, bwd_case) in names.items():
+        if not (h.wants(fwd_case) or h.wants(bwd_case)):
+            continue
+        w = rng.standard_normal((rows, dim), dtype=np.float32).astype(dt, copy=False)
+        esz = w.itemsize
+        y = np.empty((bags, dim), dt)
+        impls = [("pytpp", lambda: nn.embedding_bag(w, indices, offsets, out=y))]
+        if torch is not None:
+            F = torch.nn.functional
+            tw = _torch_tensor(torch, w)
+            ti, to = torch.from_numpy(indices), torch.from_numpy(offsets)
+            impls.append(("torch", lambda: F.embedding_bag(ti, tw, to, mode="sum")))
+        if dt == np.float32:
+            impls.append(("numpy composite", lambda: np.add.reduceat(w[indices], offsets, axis=0)))
+        h.compare(fwd_case, threads, n * (dim * esz + 8) + bags * dim * esz, "GB/s", "copy_gbs",
+                  impls)
+        gw = nn.embedding_bag_backward(g, w, indices, offsets)
+        impls = [("pytpp", lambda: nn.embedding_bag_backward(g, w, indices, offsets)),
+                 ("pytpp out=", lambda: nn.embedding_bag_backward(g, w, indices, offsets, out=gw))]
+        if torch is not None:
+            twg = _torch_tensor(torch, w).requires_grad_(True)
+            ty = F.embedding_bag(ti, twg, to, mode="sum")
+            tg = torch.from_numpy(g).to(twg.dtype)
+            impls.append(("torch autograd", lambda: torch.autograd.grad(ty, twg, tg,
+                                                                        retain_graph=True)))
+        if dt == np.float32:
+            def numpy_backward():
+                out = np.zeros((rows, dim), np.float32)
+                np.add.at(out, indices, g[bag_of])
+                return out
+            impls.append(("numpy composite", numpy_backward))
+        h.compare(bwd_case, threads, rows * dim * esz + n * 8 + bags * dim * 4, "GB/s", "copy_gbs",
+                  impls)
+        del w, gw

@@ -3,7 +3,8 @@
 Activations, softmax and dropout (with their backward functions) run on the element-wise TPP
 engine, layer_norm and rms_norm (and theirs) on one-pass row kernels; optimizer steps
 (sgd_step, adamw_step, split_sgd_step) update parameters in place in one fused pass: any float dtype (float64, float32, bfloat16), any strides, ``out=``, threads over large
-arrays.
+arrays. embedding_bag is one gather-reduce kernel over the table's rows (its backward a
+race-free scatter-add grouped by row), embedding a parallel gather.
 
 >>> import numpy as np, pytpp
 >>> pytpp.nn.relu(np.array([-2.0, 3.0]))
@@ -18,10 +19,12 @@ from pytpp.nn._attention import multi_head_attention, scaled_dot_product_attenti
 from pytpp.nn._linear import PackedLinear, linear, linear_backward
 from pytpp.nn._norms import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from pytpp.nn._optim import adamw_step, sgd_step, split_sgd_step
+from pytpp.nn._embedding import embedding, embedding_bag, embedding_bag_backward
 
 __all__ = ["relu", "gelu", "tanh", "sigmoid", "exp", "softmax", "dropout", "relu_backward",
            "gelu_backward", "tanh_backward", "sigmoid_backward", "exp_backward",
            "softmax_backward", "dropout_backward", "layer_norm", "layer_norm_backward",
            "rms_norm", "rms_norm_backward", "group_norm", "group_norm_backward", "batch_norm",
-           "batch_norm_backward", "sgd_step", "adamw_step", "split_sgd_step", "linear", "linear_backward",
-           "PackedLinear", "scaled_dot_product_attention", "multi_head_attention"]
+           "batch_norm_backward", "sgd_step", "adamw_step", "split_sgd_step", "linear",
+           "linear_backward", "PackedLinear", "scaled_dot_product_attention",
+           "multi_head_attention", "embedding_bag", "embedding_bag_backward", "embedding"]

@@ -95,6 +95,14 @@ params = pytpp.nn.adamw_step(params, np.ones(8, np.float32), np.zeros(8, np.floa
                              np.zeros(8, np.float32), step=1, lr=1e-3)
 halves: Array = pytpp.nn.split_sgd_step(np.zeros(8, np.uint16), np.zeros(8, np.uint16),
                                         np.ones(8, np.float32), lr=0.1)
+table: Array = np.ones((10, 4), np.float32)
+pooled: Array = pytpp.nn.embedding_bag(table, [1, 2, 2], [0, 1], "mean")
+pooled = pytpp.nn.embedding_bag(table, np.array([[1, 2]]), None, per_sample_weights=[[0.5, 2.0]],
+                                out=np.empty((1, 4), np.float32))
+table_grad: Array = pytpp.nn.embedding_bag_backward(np.ones((2, 4)), table, [1, 2, 2], [0, 1])
+touched, row_grads = pytpp.nn.embedding_bag_backward(np.ones((2, 4)), table, [1, 2, 2], [0, 1],
+                                                     "max", sparse=True)
+rows_of: Array = pytpp.nn.embedding(table, np.array([[0, 9]], np.int32))
 
 # the TPP layer: kernel handles
 bk: pytpp.tpp.BrgemmKernel = pytpp.tpp.brgemm(4, 3, 6, beta=0.0)

@@ -12,6 +12,8 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
         .eltwise = {[PYTPP_F64] = &pytpp_ew_f64_ref, [PYTPP_F32] = &pytpp_ew_f32_ref},
         .norm = {[PYTPP_F64] = &pytpp_norm_f64_ref, [PYTPP_F32] = &pytpp_norm_f32_ref},
         .optim = {[PYTPP_F64] = &pytpp_optim_f64_ref, [PYTPP_F32] = &pytpp_optim_f32_ref},
+        .embedding = {[PYTPP_F64] = &pytpp_embedding_f64_ref,
+                      [PYTPP_F32] = &pytpp_embedding_f32_ref},
         .bf16_default = PYTPP_BF16_REF,
     },
     [PYTPP_ISA_AVX2] = {
@@ -25,6 +27,8 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
         .eltwise = {[PYTPP_F64] = &pytpp_ew_f64_avx2, [PYTPP_F32] = &pytpp_ew_f32_avx2},
         .norm = {[PYTPP_F64] = &pytpp_norm_f64_avx2, [PYTPP_F32] = &pytpp_norm_f32_avx2},
         .optim = {[PYTPP_F64] = &pytpp_optim_f64_avx2, [PYTPP_F32] = &pytpp_optim_f32_avx2},
+        .embedding = {[PYTPP_F64] = &pytpp_embedding_f64_avx2,
+                      [PYTPP_F32] = &pytpp_embedding_f32_avx2},
         /* operands widened to fp32 while packing: vdpbf16ps bits at fp32 FMA speed */
         .bf16_default = PYTPP_BF16_AVX2_WIDENED,
     },
@@ -39,6 +43,8 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
         .eltwise = {[PYTPP_F64] = &pytpp_ew_f64_avx512, [PYTPP_F32] = &pytpp_ew_f32_avx512},
         .norm = {[PYTPP_F64] = &pytpp_norm_f64_avx512, [PYTPP_F32] = &pytpp_norm_f32_avx512},
         .optim = {[PYTPP_F64] = &pytpp_optim_f64_avx512, [PYTPP_F32] = &pytpp_optim_f32_avx512},
+        .embedding = {[PYTPP_F64] = &pytpp_embedding_f64_avx512,
+                      [PYTPP_F32] = &pytpp_embedding_f32_avx512},
         .bf16_default = PYTPP_BF16_AVX512,
     },
 };
@@ -78,13 +84,15 @@ int pytpp_dispatch_missing(int isa)
         const pytpp_gemm_kernels *g = lv->brgemm[dt];
         const pytpp_norm_kernels *nk = lv->norm[dt];
         const pytpp_optim_kernels *ok = lv->optim[dt];
-        missing += !g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok;
-        if (!g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok) continue;
+        const pytpp_embedding_kernels *ek = lv->embedding[dt];
+        missing += !g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok || !ek;
+        if (!g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok || !ek) continue;
         missing += !nk->layer_fwd + !nk->rms_fwd + !nk->layer_bwd + !nk->rms_bwd +
                    !nk->plane_sums + !nk->plane_apply + !nk->plane_bwd_sums +
                    !nk->plane_bwd_apply + !nk->col_sums + !nk->col_apply + !nk->col_bwd_sums +
                    !nk->col_bwd_apply;
         missing += !ok->sgd + !ok->adamw + (dt == PYTPP_F32 && !ok->split_sgd);
+        missing += !ek->bag_fwd + !ek->bag_bwd;
         for (int nv = 1; nv <= PYTPP_NV_MAX; ++nv)
             for (int mr = 1; mr <= g->mr_max[nv]; ++mr)
                 for (int t = 0; t < 2; ++t)

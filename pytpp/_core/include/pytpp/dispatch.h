@@ -16,6 +16,7 @@
 #include "pytpp/eltwise.h"
 #include "pytpp/norm.h"
 #include "pytpp/optim.h"
+#include "pytpp/embedding.h"
 
 /* bf16 GEMM kernels: the level's default (AUTO) or one named for tests and tuning. */
 enum pytpp_bf16_kernel {
@@ -33,6 +34,7 @@ typedef struct pytpp_level_kernels {
     const pytpp_ew_kernels *eltwise[PYTPP_NDTYPES];     /* element-wise: eltwise_ukr.inc */
     const pytpp_norm_kernels *norm[PYTPP_NDTYPES];      /* layer/RMS norm: norm_rows.inc */
     const pytpp_optim_kernels *optim[PYTPP_NDTYPES];    /* optimizer steps: optim_rows.inc */
+    const pytpp_embedding_kernels *embedding[PYTPP_NDTYPES]; /* bags: embedding_rows.inc */
     int bf16_default;                                   /* AUTO without AVX512_BF16 */
 } pytpp_level_kernels;
 

@@ -37,4 +37,9 @@
 #define PYTPP_EW_STREAM_MIN_ROW 2048
 #define PYTPP_EW_TRANSPOSE_STREAM_MIN_BYTES ((int64_t)8 << 20)
 
+/* Embedding bags (embedding_rows.inc, frame/embedding.c): the table row this many index
+ * positions ahead is prefetched while a bag is summed (random rows of a table beyond the caches:
+ * about the rows that must be in flight to cover the memory latency at the bandwidth). */
+#define PYTPP_BAG_PREFETCH_ROWS 8
+
 #endif

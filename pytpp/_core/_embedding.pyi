@@ -1,0 +1,13 @@
+"""Glue of the embedding bags (pytpp/_core/_embedding.pyx)."""
+from numpy import ndarray
+
+MODES: dict[str, int]
+
+def forward(w: ndarray, idx: ndarray, offsets: ndarray, mode: int, psw: ndarray | None,
+            y: ndarray) -> None: ...
+def backward(g: ndarray, w: ndarray | None, idx: ndarray, offsets: ndarray, mode: int,
+             psw: ndarray | None, out: ndarray) -> None: ...
+def backward_rows(g: ndarray, w: ndarray | None, idx: ndarray, offsets: ndarray, mode: int,
+                  psw: ndarray | None, ends: ndarray, pos: ndarray, pbag: ndarray,
+                  out: ndarray) -> None: ...
+def gather(w: ndarray, idx: ndarray, out: ndarray) -> None: ...
