@@ -17,6 +17,7 @@ The policy (docs/api.md "dtypes, out= and aliasing"), in one place:
 - Kernel handles (``pytpp.tpp``) take exactly their descriptor's dtype in native byte order and
   never copy: anything else raises.
 """
+import math
 import operator
 
 import ml_dtypes
@@ -160,4 +161,19 @@ def nonneg_int(value, name, fn):
         raise TypeError(f"{fn}: {name} must be an integer, got {type(value).__name__}") from None
     if v < 0:
         raise ValueError(f"{fn}: {name} must be >= 0, got {v}")
+    return v
+
+
+def real_arg(value, name, fn, lo=None, hi=None, lo_open=False):
+    """`value` as a finite float in [lo, hi) (or (lo, hi) with lo_open); TypeError for what is
+    not a real number, ValueError naming fn, name and the range otherwise."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{fn}: {name} must be a real number, got {type(value).__name__}") from None
+    bad = (not math.isfinite(v) or (lo is not None and (v <= lo if lo_open else v < lo))
+           or (hi is not None and v >= hi))
+    if bad:
+        rng = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'})"
+        raise ValueError(f"{fn}: {name}={value!r} is outside {rng}")
     return v

@@ -40,10 +40,13 @@ cdef bint acquire_workspace(size_t need, void **ws, size_t *wsb) except -1:
 
 
 cdef int run_blocked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
-                     const pytpp_mm_desc *d, const void *pa, const void *pb, void *pc) except -1:
-    """pytpp_matmul_blocked without the GIL, with the shared workspace when it is free."""
+                     const pytpp_mm_desc *d, const void *pa, const void *pb, void *pc,
+                     bint prepacked=False, const pytpp_mm_epilogue *ep=NULL,
+                     str fn="pytpp.matmul") except -1:
+    """One product without the GIL (B raw, or pre-packed), with an optional epilogue and the
+    shared workspace when it is free."""
     cdef int nt = num_threads()
-    cdef size_t need = pytpp_matmul_workspace(ks, bk, d, 0, nt)
+    cdef size_t need = pytpp_matmul_workspace(ks, bk, d, prepacked, nt)
     cdef void *ws = NULL
     cdef size_t wsb = 0
     cdef int err
@@ -51,12 +54,15 @@ cdef int run_blocked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
     locked = acquire_workspace(need, &ws, &wsb)
     try:
         with nogil:
-            err = pytpp_matmul_blocked(ks, bk, d, pa, pb, pc, nt, ws, wsb)
+            if prepacked:
+                err = pytpp_matmul_prepacked_fused(ks, bk, d, pa, pb, pc, nt, ws, wsb, ep)
+            else:
+                err = pytpp_matmul_fused(ks, bk, d, pa, pb, pc, nt, ws, wsb, ep)
     finally:
         if locked:
             _ws_lock.release()
     if err:
-        raise MemoryError("pytpp.matmul: packing buffer allocation failed")
+        raise MemoryError(f"{fn}: packing buffer allocation failed")
     return 0
 
 # bf16 kernel choice (enum pytpp_bf16_kernel, dispatch.h): 0 auto, or one named for tests
@@ -342,23 +348,8 @@ def linear(cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, int dt, int isa, object 
     pytpp_mm_blocking_init(&ks, cache_info(), dt, &bk)
     cdef pytpp_mm_epilogue ep
     fill_epilogue(&ep, isa, dt, bias, act, add, res)
-    cdef int nt = num_threads()
-    cdef size_t need = pytpp_matmul_workspace(&ks, &bk, &d, 0, nt)
-    cdef void *ws = NULL
-    cdef size_t wsb = 0
-    cdef int err
-    cdef const void *pa = cnp.PyArray_DATA(a)
-    cdef const void *pb = cnp.PyArray_DATA(b)
-    cdef void *pc = cnp.PyArray_DATA(c)
-    cdef bint locked = acquire_workspace(need, &ws, &wsb)
-    try:
-        with nogil:
-            err = pytpp_matmul_fused(&ks, &bk, &d, pa, pb, pc, nt, ws, wsb, &ep)
-    finally:
-        if locked:
-            _ws_lock.release()
-    if err:
-        raise MemoryError("pytpp.nn.linear: packing buffer allocation failed")
+    run_blocked(&ks, &bk, &d, cnp.PyArray_DATA(a), cnp.PyArray_DATA(b), cnp.PyArray_DATA(c),
+                False, &ep, "pytpp.nn.linear")
     return c
 
 
@@ -375,23 +366,8 @@ def linear_prepacked(cnp.ndarray a, cnp.ndarray packed, int64_t n, cnp.ndarray c
     d.rsb = d.csb = 0
     cdef pytpp_mm_epilogue ep
     fill_epilogue(&ep, isa, dt, bias, act, add, res)
-    cdef int nt = num_threads()
-    cdef size_t need = pytpp_matmul_workspace(&ks, &bk, &d, 1, nt)
-    cdef void *ws = NULL
-    cdef size_t wsb = 0
-    cdef int err
-    cdef const void *pa = cnp.PyArray_DATA(a)
-    cdef const void *pp = cnp.PyArray_DATA(packed)
-    cdef void *pc = cnp.PyArray_DATA(c)
-    cdef bint locked = acquire_workspace(need, &ws, &wsb)
-    try:
-        with nogil:
-            err = pytpp_matmul_prepacked_fused(&ks, &bk, &d, pa, pp, pc, nt, ws, wsb, &ep)
-    finally:
-        if locked:
-            _ws_lock.release()
-    if err:
-        raise MemoryError("pytpp.nn.PackedLinear: packing buffer allocation failed")
+    run_blocked(&ks, &bk, &d, cnp.PyArray_DATA(a), cnp.PyArray_DATA(packed), cnp.PyArray_DATA(c),
+                True, &ep, "pytpp.nn.PackedLinear")
     return c
 
 

@@ -38,16 +38,6 @@ def _per_channel(p, C, name, fn, cdt):
     return np.ascontiguousarray(arr, dtype=cdt)
 
 
-def _eps(eps, fn):
-    try:
-        e = float(eps)
-    except (TypeError, ValueError):
-        raise TypeError(f"{fn}: eps must be a real number, got {type(eps).__name__}") from None
-    if not (e >= 0.0 and math.isfinite(e)):
-        raise ValueError(f"{fn}: eps must be finite and >= 0, got {eps!r}")
-    return e
-
-
 def _dense(a, cdt):
     return np.ascontiguousarray(a, dtype=cdt)
 
@@ -135,7 +125,7 @@ def group_norm(x: ArrayLike, num_groups: int, weight: ArrayLike | None = None,
     cdt = _compute_dtype(x.dtype)
     w = _per_channel(weight, C, "weight", fn, cdt)
     b = _per_channel(bias, C, "bias", fn, cdt)
-    e = _eps(eps, fn)
+    e = _validate.real_arg(eps, "eps", fn, 0.0)
     hw = math.prod(x.shape[2:])
     xc = _dense(x, cdt)
     y, out_direct = _output(out, x, cdt, fn, [xc, w, b], x.dtype)
@@ -302,7 +292,7 @@ def batch_norm(x: ArrayLike, running_mean: Array | None, running_var: Array | No
     cdt = _compute_dtype(x.dtype)
     w = _per_channel(weight, C, "weight", fn, cdt)
     b = _per_channel(bias, C, "bias", fn, cdt)
-    e = _eps(eps, fn)
+    e = _validate.real_arg(eps, "eps", fn, 0.0)
     try:
         m = float(momentum)
     except (TypeError, ValueError):

@@ -42,16 +42,6 @@ def _normalized_dims(x, normalized_shape, fn):
     return shape
 
 
-def _eps(eps, fn):
-    try:
-        e = float(eps)
-    except (TypeError, ValueError):
-        raise TypeError(f"{fn}: eps must be a real number, got {type(eps).__name__}") from None
-    if not (e >= 0.0 and math.isfinite(e)):
-        raise ValueError(f"{fn}: eps must be finite and >= 0, got {eps!r}")
-    return e
-
-
 def _param(p, shape, name, fn, cdt):
     """weight / bias: None, or an array of `shape`, as a contiguous 1-D array of dtype cdt."""
     if p is None:
@@ -119,7 +109,7 @@ def _forward(kind, fn, x, normalized_shape, weight, bias, eps, out):
     cdt = _compute_dtype(x.dtype)
     w = _param(weight, shape, "weight", fn, cdt)
     b = _param(bias, shape, "bias", fn, cdt)
-    e = _eps(eps, fn)
+    e = _validate.real_arg(eps, "eps", fn, 0.0)
     lead = x.shape[:x.ndim - len(shape)]
     n = math.prod(shape)
     m = math.prod(lead)

@@ -41,19 +41,6 @@ def _grad(g, fn, shape, dtype, allowed=None):
     return np.ascontiguousarray(arr, dtype=dtype)
 
 
-def _real(value, name, fn, lo=None, hi=None, lo_open=False):
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{fn}: {name} must be a real number, got {type(value).__name__}") from None
-    bad = (not math.isfinite(v) or (lo is not None and (v <= lo if lo_open else v < lo))
-           or (hi is not None and v >= hi))
-    if bad:
-        rng = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'})"
-        raise ValueError(f"{fn}: {name}={value!r} is outside {rng}")
-    return v
-
-
 def _disjoint(fn, **arrays):
     items = [(k, a) for k, a in arrays.items() if a is not None]
     for i, (ka, a) in enumerate(items):
@@ -97,9 +84,9 @@ def sgd_step(param: Array, grad: ArrayLike, momentum_buffer: Array | None = None
     fn = "pytpp.nn.sgd_step"
     p = _state(param, "param", fn, None, _validate.FLOAT_TYPES)
     g = _grad(grad, fn, p.shape, p.dtype)
-    lr = _real(lr, "lr", fn, 0.0)
-    momentum = _real(momentum, "momentum", fn, 0.0)
-    weight_decay = _real(weight_decay, "weight_decay", fn, 0.0)
+    lr = _validate.real_arg(lr, "lr", fn, 0.0)
+    momentum = _validate.real_arg(momentum, "momentum", fn, 0.0)
+    weight_decay = _validate.real_arg(weight_decay, "weight_decay", fn, 0.0)
     buf = None
     if momentum != 0.0:
         if momentum_buffer is None:
@@ -154,11 +141,11 @@ def adamw_step(param: Array, grad: ArrayLike, exp_avg: Array, exp_avg_sq: Array,
     step = _validate.nonneg_int(step, "step", fn)
     if step < 1:
         raise ValueError(f"{fn}: step counts from 1, got {step}")
-    lr = _real(lr, "lr", fn, 0.0)
-    beta1 = _real(beta1, "beta1", fn, 0.0, 1.0)
-    beta2 = _real(beta2, "beta2", fn, 0.0, 1.0)
-    eps = _real(eps, "eps", fn, 0.0)
-    weight_decay = _real(weight_decay, "weight_decay", fn, 0.0)
+    lr = _validate.real_arg(lr, "lr", fn, 0.0)
+    beta1 = _validate.real_arg(beta1, "beta1", fn, 0.0, 1.0)
+    beta2 = _validate.real_arg(beta2, "beta2", fn, 0.0, 1.0)
+    eps = _validate.real_arg(eps, "eps", fn, 0.0)
+    weight_decay = _validate.real_arg(weight_decay, "weight_decay", fn, 0.0)
     _disjoint(fn, param=p, grad=g, exp_avg=m, exp_avg_sq=v)
     bc1 = 1.0 - beta1 ** step
     bc2_sqrt = math.sqrt(1.0 - beta2 ** step)
@@ -202,7 +189,7 @@ def split_sgd_step(param_hi: Array, param_lo: Array, grad: ArrayLike, *, lr: flo
     hi = _state(param_hi, "param_hi", fn, None, (_validate.BF16, U16))
     lo = _state(param_lo, "param_lo", fn, hi.shape, (U16,))
     g = _grad(grad, fn, hi.shape, _validate.F32, allowed=(_validate.F32, _validate.BF16))
-    lr = _real(lr, "lr", fn, 0.0)
+    lr = _validate.real_arg(lr, "lr", fn, 0.0)
     _disjoint(fn, param_hi=hi, param_lo=lo, grad=g)
     if hi.size:
         _optim.split_sgd(hi, lo, g, g.dtype == _validate.BF16, lr)
