@@ -63,6 +63,16 @@ def _attention(h, threads, B, H, L, E):
     impls.append(("pytpp matmul+softmax", unfused))
     h.compare(f"attention B={B} H={H} L={L} E={E}", threads, 4.0 * B * H * L * L * E,
               "GFLOP/s", "f32", impls)
+    g = rng.standard_normal(q.shape).astype(np.float32)
+    impls = [("pytpp blocked", lambda: nn.scaled_dot_product_attention_backward(g, q, k, v))]
+    if torch is not None:
+        tq, tk, tv = (torch.from_numpy(a.copy()).requires_grad_(True) for a in (q, k, v))
+        to = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv)
+        tg = torch.from_numpy(g)
+        impls.append(("torch autograd", lambda: torch.autograd.grad(to, (tq, tk, tv), tg,
+                                                                    retain_graph=True)))
+    h.compare(f"attention backward B={B} H={H} L={L} E={E}", threads,
+              10.0 * B * H * L * L * E, "GFLOP/s", "f32", impls)
 
 
 def run(h):

@@ -15,7 +15,8 @@ from pytpp.nn._activations import (dropout, dropout_backward, exp, exp_backward,
                                    softmax, softmax_backward, tanh, tanh_backward)
 from pytpp.nn._chan_norms import (batch_norm, batch_norm_backward, group_norm,
                                   group_norm_backward)
-from pytpp.nn._attention import multi_head_attention, scaled_dot_product_attention
+from pytpp.nn._attention import (multi_head_attention, scaled_dot_product_attention,
+                                 scaled_dot_product_attention_backward)
 from pytpp.nn._linear import PackedLinear, linear, linear_backward
 from pytpp.nn._norms import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from pytpp.nn._optim import adamw_step, sgd_step, split_sgd_step
@@ -27,4 +28,5 @@ __all__ = ["relu", "gelu", "tanh", "sigmoid", "exp", "softmax", "dropout", "relu
            "rms_norm", "rms_norm_backward", "group_norm", "group_norm_backward", "batch_norm",
            "batch_norm_backward", "sgd_step", "adamw_step", "split_sgd_step", "linear",
            "linear_backward", "PackedLinear", "scaled_dot_product_attention",
-           "multi_head_attention", "embedding_bag", "embedding_bag_backward", "embedding"]
+           "scaled_dot_product_attention_backward", "multi_head_attention", "embedding_bag",
+           "embedding_bag_backward", "embedding"]

@@ -8,7 +8,8 @@ from pytpp import _validate
 from pytpp._core import _attention
 from pytpp._typing import Array, ArrayLike
 
-__all__ = ["scaled_dot_product_attention", "multi_head_attention"]
+__all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_backward",
+           "multi_head_attention"]
 
 
 def _qkv(q, k, v, fn):
@@ -176,3 +177,92 @@ def multi_head_attention(x: ArrayLike, w_qkv: ArrayLike, w_out: ArrayLike, num_h
     mask = attn_mask
     o = scaled_dot_product_attention(heads[0], heads[1], heads[2], mask, is_causal=is_causal)
     return nn.linear(o.transpose(0, 2, 1, 3).reshape(B, L, D), w_out)
+
+
+# queries per step of the backward: its scores and their gradient, (..., 128, S) at a time
+_BWD_BLOCK = 128
+
+
+def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: ArrayLike,
+                                          v: ArrayLike, attn_mask: ArrayLike | None = None, *,
+                                          is_causal: bool = False, scale: float | None = None
+                                          ) -> tuple[Array, Array, Array]:
+    """Gradients of :func:`scaled_dot_product_attention` with respect to q, k and v,
+    recomputing the attention probabilities block by block of 128 queries (memory
+    O(128 * S) per batch entry, never (L, S)): with ``P = softmax(q k^T * scale + mask)`` and
+    ``O = P v``, ``dV = P^T dO``, ``dP = dO v^T``, ``dS = P * (dP - rowsum(dO * O))``,
+    ``dQ = dS k * scale`` and ``dK = dS^T q * scale``.
+
+    Parameters
+    ----------
+    grad_out : array_like
+        (..., L, Ev), the gradient of the output.
+    q, k, v, attn_mask, is_causal, scale
+        As passed to :func:`scaled_dot_product_attention`.
+
+    Returns
+    -------
+    grad_q, grad_k, grad_v : ndarray
+        Of q's, k's and v's shapes (summed over broadcast batch dims), in q's dtype. Queries
+        whose every key is masked contribute nothing.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> q = k = np.eye(2); v = np.array([[1.0], [3.0]])
+    >>> gq, gk, gv = pytpp.nn.scaled_dot_product_attention_backward(np.ones((2, 1)), q, k, v)
+    >>> gv
+    array([[1.],
+           [1.]])
+    """
+    from pytpp import linalg, nn
+    fn = "pytpp.nn.scaled_dot_product_attention_backward"
+    q, k, v, lead = _qkv(q, k, v, fn)
+    if attn_mask is not None and is_causal:
+        raise ValueError(f"{fn}: give attn_mask or is_causal, not both (as torch)")
+    L, E = q.shape[-2:]
+    S, Ev = v.shape[-2:]
+    g = _validate.contraction_operand(grad_out, "grad_out", fn)
+    if g.shape != lead + (L, Ev):
+        raise ValueError(f"{fn}: grad_out has shape {g.shape}; expected {lead + (L, Ev)}")
+    s = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    cdt = _validate.F64 if q.dtype == _validate.F64 else _validate.F32
+    mask, _ = _mask(attn_mask, lead, L, S, cdt, fn)
+    batch = math.prod(lead)
+
+    def flat(a, rows, cols):
+        return np.ascontiguousarray(np.broadcast_to(a, lead + (rows, cols)), dtype=cdt).reshape(
+            batch, rows, cols)
+    qf, kf, vf, gf = flat(q, L, E), flat(k, S, E), flat(v, S, Ev), flat(g, L, Ev)
+    dq = np.zeros((batch, L, E), cdt)
+    dk = np.zeros((batch, S, E), cdt)
+    dv = np.zeros((batch, S, Ev), cdt)
+    kt, vt = np.swapaxes(kf, 1, 2), np.swapaxes(vf, 1, 2)
+    for i0 in range(0, L, _BWD_BLOCK):
+        i1 = min(L, i0 + _BWD_BLOCK)
+        sc = linalg.matmul(qf[:, i0:i1], kt) * cdt.type(s)           # (batch, bq, S)
+        if mask is not None:
+            sc += mask[:, i0:i1]
+        if is_causal:
+            keep = np.arange(S)[None, :] <= np.arange(i0, i1)[:, None]
+            sc = np.where(keep, sc, -np.inf)
+        with np.errstate(invalid="ignore"):
+            p = nn.softmax(sc, axis=-1)
+        p = np.nan_to_num(p, nan=0.0)                                 # fully masked rows
+        o = linalg.matmul(p, vf)
+        dv += linalg.matmul(np.swapaxes(p, 1, 2), gf[:, i0:i1])
+        dp = linalg.matmul(gf[:, i0:i1], vt)
+        delta = np.einsum("bld,bld->bl", gf[:, i0:i1], o)[..., None]
+        ds = p * (dp - delta) * cdt.type(s)
+        dq[:, i0:i1] = linalg.matmul(ds, kf)
+        dk += linalg.matmul(np.swapaxes(ds, 1, 2), qf[:, i0:i1])
+
+    def unflat(d, a, rows, cols):
+        d = d.reshape(lead + (rows, cols))
+        extra = len(lead) - (a.ndim - 2)
+        d = d.sum(axis=tuple(range(extra))) if extra else d
+        axes = tuple(i for i, n in enumerate(a.shape[:-2]) if n == 1 and d.shape[i] != 1)
+        if axes:
+            d = d.sum(axis=axes, keepdims=True)
+        return d.astype(q.dtype, copy=False)
+    return unflat(dq, q, L, E), unflat(dk, k, S, E), unflat(dv, v, S, Ev)

@@ -80,6 +80,37 @@ def test_matches_torch(rng):
     np.testing.assert_allclose(y, yt.detach().numpy(), atol=1e-12)
 
 
+@pytest.mark.parametrize("L, S", [(1, 1), (7, 9), (129, 200), (300, 33)])
+@pytest.mark.parametrize("masking", ["none", "causal", "bool", "float"])
+def test_backward_matches_torch(rng, L, S, masking):
+    torch = pytest.importorskip("torch")
+    q, k = rng.standard_normal((2, 3, L, 16)), rng.standard_normal((2, 3, S, 16))
+    v, g = rng.standard_normal((2, 3, S, 8)), rng.standard_normal((2, 3, L, 8))
+    mask = {"bool": rng.random((L, S)) > 0.3, "float": rng.standard_normal((2, 1, L, S))}.get(masking)
+    causal = masking == "causal"
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    torch.nn.functional.scaled_dot_product_attention(
+        tq, tk, tv, attn_mask=None if mask is None else torch.tensor(mask),
+        is_causal=causal).backward(torch.tensor(g))
+    grads = pytpp.nn.scaled_dot_product_attention_backward(g, q, k, v, mask, is_causal=causal)
+    for ours, theirs in zip(grads, (tq.grad, tk.grad, tv.grad)):
+        np.testing.assert_allclose(np.nan_to_num(ours), np.nan_to_num(theirs.numpy()),
+                                   atol=1e-10)
+
+
+def test_backward_float32_and_broadcast(isa, rng):
+    q = rng.standard_normal((2, 3, 17, 8)).astype(np.float32)
+    k = rng.standard_normal((1, 3, 11, 8)).astype(np.float32)
+    v = rng.standard_normal((2, 1, 11, 4)).astype(np.float32)
+    g = rng.standard_normal((2, 3, 17, 4)).astype(np.float32)
+    gq, gk, gv = pytpp.nn.scaled_dot_product_attention_backward(g, q, k, v)
+    assert gq.shape == q.shape and gk.shape == k.shape and gv.shape == v.shape
+    assert gq.dtype == np.float32
+    r = pytpp.nn.scaled_dot_product_attention_backward(*(a.astype(np.float64) for a in (g, q, k, v)))
+    for ours, ref in zip((gq, gk, gv), r):
+        np.testing.assert_allclose(ours, ref, atol=1e-4 * max(1.0, np.abs(ref).max()))
+
+
 @settings(max_examples=25, deadline=None)
 @given(L=st.integers(1, 80), S=st.integers(1, 150), E=st.integers(1, 40),
        seed=st.integers(0, 2**32 - 1))

@@ -87,6 +87,7 @@ lin = packed_layer(np.ones((3, 4)), activation="tanh")
 qkv: Array = np.ones((2, 3, 5, 8))
 att: Array = pytpp.nn.scaled_dot_product_attention(qkv, qkv, qkv, is_causal=True)
 att = pytpp.nn.scaled_dot_product_attention(qkv, qkv, qkv, np.ones((5, 5), bool), scale=0.5)
+dq, dk, dv = pytpp.nn.scaled_dot_product_attention_backward(qkv, qkv, qkv, qkv, is_causal=True)
 att = pytpp.nn.multi_head_attention(np.ones((2, 5, 8)), np.ones((24, 8)), np.eye(8), 2)
 params: Array = np.zeros(8, np.float32)
 params = pytpp.nn.sgd_step(params, np.ones(8, np.float32), np.zeros(8, np.float32), lr=0.1,
