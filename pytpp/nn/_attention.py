@@ -240,20 +240,22 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
     kt, vt = np.swapaxes(kf, 1, 2), np.swapaxes(vf, 1, 2)
     for i0 in range(0, L, _BWD_BLOCK):
         i1 = min(L, i0 + _BWD_BLOCK)
-        sc = linalg.matmul(qf[:, i0:i1], kt) * cdt.type(s)           # (batch, bq, S)
+        sc = linalg.matmul(qf[:, i0:i1], kt)                       # (batch, bq, S)
+        sc *= cdt.type(s)
         if mask is not None:
             sc += mask[:, i0:i1]
         if is_causal:
-            keep = np.arange(S)[None, :] <= np.arange(i0, i1)[:, None]
-            sc = np.where(keep, sc, -np.inf)
+            sc[:, np.arange(S)[None, :] > np.arange(i0, i1)[:, None]] = -np.inf
         with np.errstate(invalid="ignore"):
-            p = nn.softmax(sc, axis=-1)
-        p = np.nan_to_num(p, nan=0.0)                                 # fully masked rows
+            p = nn.softmax(sc, axis=-1, out=sc)
+        if mask is not None:
+            np.nan_to_num(p, copy=False, nan=0.0)                     # fully masked rows
         o = linalg.matmul(p, vf)
         dv += linalg.matmul(np.swapaxes(p, 1, 2), gf[:, i0:i1])
-        dp = linalg.matmul(gf[:, i0:i1], vt)
-        delta = np.einsum("bld,bld->bl", gf[:, i0:i1], o)[..., None]
-        ds = p * (dp - delta) * cdt.type(s)
+        ds = linalg.matmul(gf[:, i0:i1], vt)                          # dP, then dS in place
+        ds -= np.einsum("bld,bld->bl", gf[:, i0:i1], o)[..., None]
+        ds *= p
+        ds *= cdt.type(s)
         dq[:, i0:i1] = linalg.matmul(ds, kf)
         dk += linalg.matmul(np.swapaxes(ds, 1, 2), qf[:, i0:i1])
 
