@@ -14,8 +14,7 @@ from pytpp.linalg import _smallgemm
 from pytpp.linalg._operands import BFLOAT16, F32 as _F32, F64 as _F64
 
 if TYPE_CHECKING:
-    from pytpp._typing import Array, ArrayLike, DTypeLike
-    from pytpp.linalg._packed import PackedMatrix
+    from pytpp._typing import Array, ArrayLike, DTypeLike, PackedOperand
 
 _FN = "pytpp.matmul"
 
@@ -44,7 +43,7 @@ def _resolve_dtypes(a, b, dtype, out):
     return code, operand, default if dtype is None else dtype
 
 
-def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, /, out: Array | None = None, *,
+def matmul(a: ArrayLike, b: ArrayLike | PackedOperand, /, out: Array | None = None, *,
            dtype: DTypeLike = None) -> Any:
     """Matrix product of two arrays, a drop-in for :func:`numpy.matmul`.
 
