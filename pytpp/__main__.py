@@ -52,7 +52,7 @@ def main(argv=None):
     pi.add_argument("--kernel-map", action="store_true",
                     help="print every kernel symbol of every level as Markdown (docs/kernels.md)")
     pi.set_defaults(fn=_info)
-    pd = sub.add_parser("demo", help="a short tour on built-in random data against numpy/scipy "
+    pd = sub.add_parser("demo", help="a short tour on built-in random data against numpy "
                                      "(matmul, small GEMMs, a fused MLP, layer_norm, softmax, "
                                      "BRGEMM at every ISA level)")
     pd.set_defaults(fn=_demo)
