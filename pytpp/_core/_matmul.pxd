@@ -34,6 +34,7 @@ cdef extern from "pytpp/gemm_goto.h" nogil:
     ctypedef struct pytpp_mm_kernels:
         const pytpp_pk_kernels *kp
         const pytpp_gemm_kernels *kt
+        const void *ew
 
     void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci, int dtype,
                                 pytpp_mm_blocking *bk)

@@ -85,9 +85,11 @@ cdef int select(int dt, int isa, int bf16_kernel, pytpp_mm_kernels *ks) except -
     kernel (the level's best for 0, else the one named, which the CPU must have)."""
     ks.kt = NULL
     ks.kp = NULL
+    ks.ew = NULL
     if dt != PYTPP_MM_BF16:
         ks.kt = level(isa).brgemm[dt]
         ks.kp = level(isa).packed[dt]
+        ks.ew = level(isa).eltwise[dt]
         return 0
     ks.kp = pytpp_bf16_select(isa if bf16_kernel == 0 else _best_isa, features(), bf16_kernel)
     if ks.kp == NULL:
@@ -166,6 +168,7 @@ def fast(a, b, out=None):
     else:
         ks.kt = level(isa).brgemm[d.dtype]
         ks.kp = level(isa).packed[d.dtype]
+        ks.ew = level(isa).eltwise[d.dtype]
     cdef pytpp_mm_blocking bk
     pytpp_mm_blocking_init(&ks, cache_info(), d.dtype, &bk)
     run_blocked(&ks, &bk, &d, cnp.PyArray_DATA(x), cnp.PyArray_DATA(y), cnp.PyArray_DATA(c))

@@ -86,6 +86,9 @@ typedef struct pytpp_mm_blocking {
 typedef struct pytpp_mm_kernels {
     const pytpp_pk_kernels *kp;
     const pytpp_gemm_kernels *kt;
+    /* the level's element-wise table of the compute dtype (NULL: none): its transpose kernel
+     * packs a transposed B (x @ w.T) */
+    const struct pytpp_ew_kernels *ew;
 } pytpp_mm_kernels;
 
 void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci, int dtype,
