@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pytpp/attention.h"
+#include "pytpp/elem_access.h"
 #include "pytpp/partition.h"
 #include "pytpp/tuning.h"
 
@@ -23,15 +24,6 @@ typedef struct att_job {
     double scale;
 } att_job;
 
-static double get(int64_t esz, const char *p, int64_t i)
-{
-    return esz == 8 ? ((const double *)p)[i] : (double)((const float *)p)[i];
-}
-
-static void put(int64_t esz, char *p, int64_t i, double v)
-{
-    if (esz == 8) ((double *)p)[i] = v; else ((float *)p)[i] = (float)v;
-}
 
 /* c (m x n, ldc) = alpha * a (m x kk, lda) b (kk x n, ldb) + beta * c, one thread */
 static void gemm1(const att_job *j, int64_t m, int64_t n, int64_t kk, const char *a, int64_t lda,
@@ -63,11 +55,16 @@ static void query_block(const att_job *j, int64_t b, int64_t i0, int64_t bq, con
             const int64_t i = i0 + r;
             if (j->mask) {
                 const char *mr = j->mask + (b * j->msb + i * j->msl + j0 * j->mss) * esz;
-                if (j->mss == 1) j->ew->binary[PYTPP_EW_ADD](bk, row, mr, row, 0);
-                else for (int64_t t = 0; t < bk; ++t) put(esz, row, t, get(esz, row, t) + get(esz, mr, t * j->mss));
+                if (j->mss == 1)
+                    j->ew->binary[PYTPP_EW_ADD](bk, row, mr, row, 0);
+                else
+                    for (int64_t t = 0; t < bk; ++t)
+                        pytpp_elem_put(esz, row, t, pytpp_elem_get(esz, row, t) +
+                                                        pytpp_elem_get(esz, mr, t * j->mss));
             }
             if (j->causal)
-                for (int64_t t = i + 1 - j0 > 0 ? i + 1 - j0 : 0; t < bk; ++t) put(esz, row, t, -INFINITY);
+                for (int64_t t = i + 1 - j0 > 0 ? i + 1 - j0 : 0; t < bk; ++t)
+                    pytpp_elem_put(esz, row, t, -INFINITY);
             const double mx = j->ew->reduce_row(bk, row, PYTPP_EW_RED_MAX, 0);
             const double mnew = mx > m[r] ? mx : m[r];
             if (mnew == -INFINITY) {        /* nothing kept yet in this row */
@@ -76,13 +73,13 @@ static void query_block(const att_job *j, int64_t b, int64_t i0, int64_t bq, con
             }
             const double corr = exp(m[r] - mnew);
             char neg[8];
-            put(esz, neg, 0, mnew);
+            pytpp_elem_put(esz, neg, 0, mnew);
             j->ew->binary[PYTPP_EW_SUB](bk, row, neg, row, 2);      /* s - max (y scalar) */
             j->ew->unary[PYTPP_EW_EXP](bk, row, row);
             l[r] = l[r] * corr + j->ew->reduce_row(bk, row, PYTPP_EW_RED_SUM, 0);
             if (corr != 1.0) {
                 char cf[8];
-                put(esz, cf, 0, corr);
+                pytpp_elem_put(esz, cf, 0, corr);
                 char *ar = acc + r * Ev * esz;
                 j->ew->binary[PYTPP_EW_MUL](Ev, ar, cf, ar, 2);
             }
@@ -93,8 +90,8 @@ static void query_block(const att_job *j, int64_t b, int64_t i0, int64_t bq, con
     char *ob = j->o + (b * j->L + i0) * Ev * esz;
     for (int64_t r = 0; r < bq; ++r) {
         char inv[8];
-        put(esz, inv, 0, 1.0 / l[r]);        /* l == 0 (all masked): NaN, as softmax gives */
-        if (l[r] == 0.0) put(esz, inv, 0, NAN);
+        /* l == 0 (every key masked): NaN, as softmax gives */
+        pytpp_elem_put(esz, inv, 0, l[r] == 0.0 ? NAN : 1.0 / l[r]);
         j->ew->binary[PYTPP_EW_MUL](Ev, acc + r * Ev * esz, inv, ob + r * Ev * esz, 2);
     }
 }

@@ -5,21 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pytpp/norm.h"
+#include "pytpp/elem_access.h"
 #include "pytpp/partition.h"
 #include "pytpp/tuning.h"
 
 /* Rows per column-kernel call: the block's element-typed partial sums stay short (256 terms). */
 #define COL_BLOCK 256
-
-static double get(int esz, const void *a, int64_t i)
-{
-    return esz == 8 ? ((const double *)a)[i] : (double)((const float *)a)[i];
-}
-
-static void put(int esz, void *a, int64_t i, double v)
-{
-    if (esz == 8) ((double *)a)[i] = v; else ((float *)a)[i] = (float)v;
-}
 
 /* v rounded to the element type, as a kernel sees it */
 static double rounded(int esz, double v)
@@ -68,14 +59,14 @@ int pytpp_group_norm_forward(const pytpp_norm_kernels *kt, int64_t N, int64_t C,
             const double mu0 = rounded(esz, s1 / (double)n);
             kt->plane_sums(n, xr, mu0, &s1, &s2);
             moments(mu0, s1, s2, (double)n, &mu, &var);
-            put(esz, mean, r, mu);
-            put(esz, rstd, r, 1.0 / sqrt(var + eps));
-            mu = get(esz, mean, r);
-            const double rs = get(esz, rstd, r);
+            pytpp_elem_put(esz, mean, r, mu);
+            pytpp_elem_put(esz, rstd, r, 1.0 / sqrt(var + eps));
+            mu = pytpp_elem_get(esz, mean, r);
+            const double rs = pytpp_elem_get(esz, rstd, r);
             for (int64_t s = 0; s < cps; ++s) {
                 const int64_t c = (r % groups) * cps + s;
-                kt->plane_apply(hw, xr + s * hw * esz, mu, rs, w ? get(esz, w, c) : 1.0,
-                                b ? get(esz, b, c) : 0.0, yr + s * hw * esz, stream,
+                kt->plane_apply(hw, xr + s * hw * esz, mu, rs, w ? pytpp_elem_get(esz, w, c) : 1.0,
+                                b ? pytpp_elem_get(esz, b, c) : 0.0, yr + s * hw * esz, stream,
                                 r + 1 < r0 + len ? xr + (n + s * hw) * esz : NULL);
             }
         }
@@ -91,8 +82,8 @@ int pytpp_group_norm_backward(const pytpp_norm_kernels *kt, int64_t N, int64_t C
     const int esz = kt->esz;
     const int64_t cps = C / groups, n = cps * hw, rows = N * groups;
     for (int64_t c = 0; c < C; ++c) {
-        if (gw) put(esz, gw, c, 0.0);
-        if (gb) put(esz, gb, c, 0.0);
+        if (gw) pytpp_elem_put(esz, gw, c, 0.0);
+        if (gb) pytpp_elem_put(esz, gb, c, 0.0);
     }
     if (rows <= 0 || n <= 0) return 0;
     /* per (sample, channel): sum g and sum g * xhat, for the weight gradients */
@@ -105,20 +96,21 @@ int pytpp_group_norm_backward(const pytpp_norm_kernels *kt, int64_t N, int64_t C
         pytpp_thread_part(rows, &r0, &len);
         for (int64_t r = r0; r < r0 + len; ++r) {
             const int64_t off = r * n * esz, c0 = (r % groups) * cps, s0 = (r / groups) * C;
-            const double mu = get(esz, mean, r), rs = get(esz, rstd, r);
+            const double mu = pytpp_elem_get(esz, mean, r), rs = pytpp_elem_get(esz, rstd, r);
             double a = 0.0, p = 0.0;
             for (int64_t s = 0; s < cps; ++s) {
                 double *sg = sums + 2 * (s0 + c0 + s);
                 kt->plane_bwd_sums(hw, (const char *)g + off + s * hw * esz,
                                    (const char *)x + off + s * hw * esz, mu, rs, sg, sg + 1);
-                const double wc = w ? get(esz, w, c0 + s) : 1.0;
+                const double wc = w ? pytpp_elem_get(esz, w, c0 + s) : 1.0;
                 a += wc * sg[0];
                 p += wc * sg[1];
             }
             for (int64_t s = 0; s < cps; ++s)
                 kt->plane_bwd_apply(hw, (const char *)g + off + s * hw * esz,
                                     (const char *)x + off + s * hw * esz, mu, rs,
-                                    w ? get(esz, w, c0 + s) : 1.0, a / (double)n, p / (double)n,
+                                    w ? pytpp_elem_get(esz, w, c0 + s) : 1.0, a / (double)n,
+                                    p / (double)n,
                                     (char *)dx + off + s * hw * esz, stream);
         }
     }
@@ -128,8 +120,8 @@ int pytpp_group_norm_backward(const pytpp_norm_kernels *kt, int64_t N, int64_t C
             tg += sums[2 * (i * C + c)];
             tgh += sums[2 * (i * C + c) + 1];
         }
-        if (gw) put(esz, gw, c, tgh);
-        if (gb) put(esz, gb, c, tg);
+        if (gw) pytpp_elem_put(esz, gw, c, tgh);
+        if (gb) pytpp_elem_put(esz, gb, c, tg);
     }
     free(sums);
     return 0;
@@ -160,7 +152,8 @@ static int col_totals(const pytpp_norm_kernels *kt, int kind, int64_t rows, int6
                       const void *x, const void *g, const void *shift, const col_coefs *k,
                       double *t1, double *t2, int nthreads)
 {
-    const int esz = kt->esz, nt = threads_for(nthreads, rows * C, (rows + COL_BLOCK - 1) / COL_BLOCK);
+    const int esz = kt->esz;
+    const int nt = threads_for(nthreads, rows * C, (rows + COL_BLOCK - 1) / COL_BLOCK);
     double *part = calloc((size_t)nt * 2 * (size_t)C, sizeof(double));
     char *acc = malloc((size_t)nt * 2 * (size_t)C * esz + 64);
     if (!part || !acc) { free(part); free(acc); return -1; }
@@ -179,8 +172,8 @@ static int col_totals(const pytpp_norm_kernels *kt, int kind, int64_t rows, int6
                 kt->col_bwd_sums(blk, C, (const char *)g + i * C * esz, C,
                                  (const char *)x + i * C * esz, C, k->mu, k->r, a1, a2);
             for (int64_t c = 0; c < C; ++c) {
-                p1[c] += get(esz, a1, c);
-                p2[c] += get(esz, a2, c);
+                p1[c] += pytpp_elem_get(esz, a1, c);
+                p2[c] += pytpp_elem_get(esz, a2, c);
             }
         }
     }
@@ -215,7 +208,7 @@ int pytpp_batch_norm_forward(const pytpp_norm_kernels *kt, int nhwc, int trainin
             int64_t c0, len;
             pytpp_thread_part(C, &c0, &len);
             for (int64_t c = c0; c < c0 + len; ++c) {
-                const double k = get(esz, x, c * hw);
+                const double k = pytpp_elem_get(esz, x, c * hw);
                 double s1 = 0.0, s2 = 0.0, a, q, mu, v;
                 for (int64_t i = 0; i < N; ++i) {
                     kt->plane_sums(hw, (const char *)x + (i * C + c) * hw * esz, k, &a, &q);
@@ -223,14 +216,16 @@ int pytpp_batch_norm_forward(const pytpp_norm_kernels *kt, int nhwc, int trainin
                     s2 += q;
                 }
                 moments(k, s1, s2, (double)cnt, &mu, &v);
-                put(esz, mean, c, mu);
-                put(esz, var, c, v);
-                put(esz, rstd, c, 1.0 / sqrt(get(esz, var, c) + eps));
+                pytpp_elem_put(esz, mean, c, mu);
+                pytpp_elem_put(esz, var, c, v);
+                pytpp_elem_put(esz, rstd, c, 1.0 / sqrt(pytpp_elem_get(esz, var, c) + eps));
                 for (int64_t i = 0; i < N; ++i) {
                     const int64_t p = i * C + c;
-                    kt->plane_apply(hw, (const char *)x + p * hw * esz, get(esz, mean, c),
-                                    get(esz, rstd, c), w ? get(esz, w, c) : 1.0,
-                                    b ? get(esz, b, c) : 0.0, (char *)y + p * hw * esz, stream,
+                    kt->plane_apply(hw, (const char *)x + p * hw * esz,
+                                    pytpp_elem_get(esz, mean, c), pytpp_elem_get(esz, rstd, c),
+                                    w ? pytpp_elem_get(esz, w, c) : 1.0,
+                                    b ? pytpp_elem_get(esz, b, c) : 0.0,
+                                    (char *)y + p * hw * esz, stream,
                                     c + 1 < c0 + len ? (const char *)x + (i * C + c + 1) * hw * esz
                                                      : NULL);
                 }
@@ -243,13 +238,14 @@ int pytpp_batch_norm_forward(const pytpp_norm_kernels *kt, int nhwc, int trainin
         if (col_totals(kt, 0, cnt, C, x, NULL, x, NULL, t, t + C, nthreads)) { free(t); return -1; }
         for (int64_t c = 0; c < C; ++c) {
             double mu, v;
-            moments(get(esz, x, c), t[c], t[C + c], (double)cnt, &mu, &v);
-            put(esz, mean, c, mu);
-            put(esz, var, c, v);
+            moments(pytpp_elem_get(esz, x, c), t[c], t[C + c], (double)cnt, &mu, &v);
+            pytpp_elem_put(esz, mean, c, mu);
+            pytpp_elem_put(esz, var, c, v);
         }
         free(t);
     }
-    for (int64_t c = 0; c < C; ++c) put(esz, rstd, c, 1.0 / sqrt(get(esz, var, c) + eps));
+    for (int64_t c = 0; c < C; ++c)
+        pytpp_elem_put(esz, rstd, c, 1.0 / sqrt(pytpp_elem_get(esz, var, c) + eps));
     if (cnt <= 0) return 0;
     if (!nhwc) {   /* eval: planes in memory order */
         const int64_t planes = N * C;
@@ -260,9 +256,11 @@ int pytpp_batch_norm_forward(const pytpp_norm_kernels *kt, int nhwc, int trainin
             pytpp_thread_part(planes, &p0, &len);
             for (int64_t p = p0; p < p0 + len; ++p) {
                 const int64_t c = p % C;
-                kt->plane_apply(hw, (const char *)x + p * hw * esz, get(esz, mean, c),
-                                get(esz, rstd, c), w ? get(esz, w, c) : 1.0,
-                                b ? get(esz, b, c) : 0.0, (char *)y + p * hw * esz, stream,
+                kt->plane_apply(hw, (const char *)x + p * hw * esz,
+                                pytpp_elem_get(esz, mean, c), pytpp_elem_get(esz, rstd, c),
+                                w ? pytpp_elem_get(esz, w, c) : 1.0,
+                                b ? pytpp_elem_get(esz, b, c) : 0.0,
+                                (char *)y + p * hw * esz, stream,
                                 p + 1 < p0 + len ? (const char *)x + (p + 1) * hw * esz : NULL);
             }
         }
@@ -272,8 +270,8 @@ int pytpp_batch_norm_forward(const pytpp_norm_kernels *kt, int nhwc, int trainin
     char *base = col_coefs_alloc(&k, C, esz);
     if (!base) return -1;
     for (int64_t c = 0; c < C; ++c) {
-        put(esz, k.w, c, w ? get(esz, w, c) : 1.0);
-        put(esz, k.b, c, b ? get(esz, b, c) : 0.0);
+        pytpp_elem_put(esz, k.w, c, w ? pytpp_elem_get(esz, w, c) : 1.0);
+        pytpp_elem_put(esz, k.b, c, b ? pytpp_elem_get(esz, b, c) : 0.0);
     }
     const int nt = threads_for(nthreads, total, cnt);
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -301,9 +299,9 @@ int pytpp_batch_norm_backward(const pytpp_norm_kernels *kt, int nhwc, int64_t N,
     char *base = col_coefs_alloc(&k, C, esz);
     if (!t || !base) { free(t); free(base); return -1; }
     for (int64_t c = 0; c < C; ++c) {
-        put(esz, k.mu, c, get(esz, mean, c));
-        put(esz, k.r, c, get(esz, rstd, c));
-        put(esz, k.w, c, w ? get(esz, w, c) : 1.0);
+        pytpp_elem_put(esz, k.mu, c, pytpp_elem_get(esz, mean, c));
+        pytpp_elem_put(esz, k.r, c, pytpp_elem_get(esz, rstd, c));
+        pytpp_elem_put(esz, k.w, c, w ? pytpp_elem_get(esz, w, c) : 1.0);
     }
     const int stream = streaming(total, esz);
     int err = 0;
@@ -315,8 +313,8 @@ int pytpp_batch_norm_backward(const pytpp_norm_kernels *kt, int nhwc, int64_t N,
             int64_t c0, len;
             pytpp_thread_part(C, &c0, &len);
             for (int64_t c = c0; c < c0 + len; ++c) {
-                const double mu = get(esz, mean, c), rs = get(esz, rstd, c);
-                const double wc = w ? get(esz, w, c) : 1.0;
+                const double mu = pytpp_elem_get(esz, mean, c), rs = pytpp_elem_get(esz, rstd, c);
+                const double wc = w ? pytpp_elem_get(esz, w, c) : 1.0;
                 double a, q;
                 for (int64_t i = 0; i < N; ++i) {
                     const int64_t off = (i * C + c) * hw * esz;
@@ -337,9 +335,9 @@ int pytpp_batch_norm_backward(const pytpp_norm_kernels *kt, int nhwc, int64_t N,
         err = col_totals(kt, 1, cnt, C, x, g, NULL, &k, t, t + C, nthreads);
         if (!err) {
             for (int64_t c = 0; c < C; ++c) {
-                const double wc = get(esz, k.w, c);
-                put(esz, k.ma, c, wc * t[c] / (double)cnt);
-                put(esz, k.mp, c, wc * t[C + c] / (double)cnt);
+                const double wc = pytpp_elem_get(esz, k.w, c);
+                pytpp_elem_put(esz, k.ma, c, wc * t[c] / (double)cnt);
+                pytpp_elem_put(esz, k.mp, c, wc * t[C + c] / (double)cnt);
             }
             const int nt = threads_for(nthreads, total, cnt);
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -354,8 +352,8 @@ int pytpp_batch_norm_backward(const pytpp_norm_kernels *kt, int nhwc, int64_t N,
         }
     }
     for (int64_t c = 0; c < C && !err; ++c) {
-        if (gw) put(esz, gw, c, t[C + c]);
-        if (gb) put(esz, gb, c, t[c]);
+        if (gw) pytpp_elem_put(esz, gw, c, t[C + c]);
+        if (gb) pytpp_elem_put(esz, gb, c, t[c]);
     }
     free(t);
     free(base);
