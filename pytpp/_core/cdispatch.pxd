@@ -9,7 +9,25 @@ from pytpp._core.cnorm cimport pytpp_norm_kernels
 from pytpp._core.coptim cimport pytpp_optim_kernels
 from pytpp._core.cembedding cimport pytpp_embedding_kernels
 
+cdef extern from "pytpp/gemm_lowp.h" nogil:
+    ctypedef struct pytpp_i8_kernels:
+        const char *name
+        int vl, nv_main, mr_main, group
+
 cdef extern from "pytpp/dispatch.h" nogil:
+    enum:
+        PYTPP_I8_AUTO
+        PYTPP_I8_NKERNELS
+    ctypedef struct pytpp_i8_entry:
+        const char *name
+        const pytpp_i8_kernels *kt
+        int isa
+        uint32_t features
+        int u8s8_only
+    const pytpp_i8_entry pytpp_i8_kernel_list[PYTPP_I8_NKERNELS]
+    const pytpp_i8_kernels *pytpp_i8_select(int isa, uint32_t features, int which, int a_signed,
+                                            int b_signed)
+
     enum:
         PYTPP_BF16_AUTO
         PYTPP_BF16_NATIVE

@@ -7,13 +7,14 @@ import numpy as np
 
 from pytpp import _validate
 from pytpp._core import _brgemm, _runtime
-from pytpp._typing import Array, ArrayLike
+from pytpp._typing import Array, ArrayLike, DTypeLike
+from pytpp.linalg import _lowp as _lp
 
 _FN = "pytpp.brgemm"
 
 
 def brgemm(a: ArrayLike, b: ArrayLike, c: ArrayLike | None = None, /, *, beta: float = 1.0,
-           out: Array | None = None) -> Array:
+           out: Array | None = None, dtype: DTypeLike = None) -> Array:
     """Batch-reduce matrix product: ``beta * c + sum_i a[..., i, :, :] @ b[..., i, :, :]``.
 
     Parameters
@@ -31,12 +32,19 @@ def brgemm(a: ArrayLike, b: ArrayLike, c: ArrayLike | None = None, /, *, beta: f
         Where to write the result; may be `c` itself (in-place accumulation). It must have the
         result's shape and a dtype the result casts to (same_kind); it may overlap `a` or `b`
         (they are copied first, as numpy would).
+    dtype : dtype, optional
+        Result dtype. int8/uint8 blocks sum exactly in int32 (wrapping modulo 2**32); without
+        `dtype`, `out` or an integer `c` the result has numpy's integer type of a and b
+        (uint8 with int8: int16), wrapped as numpy's arithmetic wraps. bfloat16 x bfloat16 runs
+        the bf16 kernels (float32 accumulation, float32 result; ``dtype=ml_dtypes.bfloat16``
+        rounds it to nearest even).
 
     Returns
     -------
     ndarray, shape (..., m, n)
         numpy's result type of a, b (and c): float64 if any is float64, float16 for float16
-        inputs (computed in float32), else float32 (bfloat16 inputs compute in float32).
+        inputs (computed in float32), else float32 (bfloat16 inputs compute in float32);
+        integer types for 8-bit integer blocks (above).
 
     Raises
     ------
@@ -57,11 +65,12 @@ def brgemm(a: ArrayLike, b: ArrayLike, c: ArrayLike | None = None, /, *, beta: f
            [20., 20., 20.]])
     """
     isa = _runtime.active_isa_index()
-    fast = _brgemm.brgemm_fast(a, b, c, beta, out, isa)
-    if fast is not None:
-        return fast
-    a = _validate.contraction_operand(a, "a", _FN)
-    b = _validate.contraction_operand(b, "b", _FN)
+    if dtype is None:
+        fast = _brgemm.brgemm_fast(a, b, c, beta, out, isa)
+        if fast is not None:
+            return fast
+    a = _lowp_operand(a, "a")
+    b = _lowp_operand(b, "b")
     if a.ndim < 3:
         raise ValueError(f"{_FN}: a must have at least 3 dimensions (..., nb, m, k), got shape {a.shape}")
     if b.ndim < 3:
@@ -85,7 +94,7 @@ def brgemm(a: ArrayLike, b: ArrayLike, c: ArrayLike | None = None, /, *, beta: f
         raise TypeError(f"{_FN}: beta must be a real number, got {beta!r}") from None
     dtypes = [a.dtype, b.dtype]
     if c is not None:
-        c = _validate.contraction_operand(c, "c", _FN)
+        c = np.asarray(c) if _lp.is_int8_pair(a, b) else _validate.contraction_operand(c, "c", _FN)
         try:
             ok = np.broadcast_shapes(c.shape, shape) == shape
         except ValueError:
@@ -93,8 +102,14 @@ def brgemm(a: ArrayLike, b: ArrayLike, c: ArrayLike | None = None, /, *, beta: f
         if not ok:
             raise ValueError(f"{_FN}: c has shape {c.shape}; expected one that broadcasts to {shape}")
         dtypes.append(c.dtype)
+    low = _low_precision(a, b, c, beta, out, dtype, lead, nb, m, k, n, shape)
+    if low is not None:
+        return low
     # numpy's promotion of beta * c + a @ b; bfloat16 and float16 compute in float32
     result = _validate.promote(*dtypes)
+    if dtype is not None:
+        result = _validate.dtype_arg(dtype, (_validate.F64, _validate.F32, _validate.BF16,
+                                             np.dtype(np.float16)), _FN)
     if result == _validate.BF16:
         result = _validate.F32
     compute = _validate.F64 if result == _validate.F64 else _validate.F32
@@ -125,6 +140,63 @@ def brgemm(a: ArrayLike, b: ArrayLike, c: ArrayLike | None = None, /, *, beta: f
     _brgemm.brgemm_strided(a4, b4, work3, 1.0, beta, isa)
     if work is not out:
         np.copyto(out, work, casting="same_kind")
+    return out
+
+
+def _lowp_operand(x, name):
+    x = np.asarray(x) if not isinstance(x, np.ndarray) else x
+    if _lp.is_int8_pair(x, x):
+        return x
+    return _validate.contraction_operand(x, name, _FN)
+
+
+def _low_precision(a, b, c, beta, out, dtype, lead, nb, m, k, n, shape):
+    """8-bit integer or bf16 x bf16 blocks on the low-precision kernels; None for the float
+    path."""
+    if _lp.is_int8_pair(a, b):
+        if dtype is not None:
+            want = np.dtype(dtype)
+        elif out is not None:
+            want = out.dtype
+        else:
+            want = np.result_type(a, b) if c is None else np.result_type(a, b, c)
+        if want.kind not in "iu":
+            raise TypeError(f"{_FN}: int8/uint8 blocks give an integer result; {want} was asked "
+                            f"for (convert the blocks to a float type first)")
+        if c is not None and c.dtype.kind not in "iub":
+            raise TypeError(f"{_FN}: c has dtype {c.dtype}; 8-bit integer blocks take an integer c")
+        if beta != int(beta):
+            raise ValueError(f"{_FN}: beta must be an integer for integer blocks, got {beta}")
+        if out is not None:
+            _validate.check_out(out, shape, want, _FN)
+        L = math.prod(lead)
+        s32 = _lp.sum_products_i32(_as_4d(a, lead), _as_4d(b, lead), L, m, n).reshape(shape)
+
+        def exact():
+            return np.einsum("...ipk,...ikq->...pq", a.astype(np.int64), b.astype(np.int64))
+        res = _lp.int_result(s32, want, nb * k, exact)
+        if c is not None and beta:
+            res = (res + np.asarray(c).astype(want, casting="unsafe") * want.type(int(beta))
+                   ).astype(want, casting="unsafe")
+        if out is None:
+            return res
+        np.copyto(out, res, casting="same_kind")
+        return out
+    both_bf16 = a.dtype == _validate.BF16 and b.dtype == _validate.BF16
+    if not both_bf16 or (c is not None and beta != 0.0):
+        return None
+    want = _validate.F32 if dtype is None else np.dtype(dtype)
+    if out is not None and dtype is None:
+        want = out.dtype if out.dtype in (_validate.F32, _validate.BF16) else _validate.F32
+    if want not in (_validate.F32, _validate.BF16):
+        return None
+    if out is not None:
+        _validate.check_out(out, shape, want, _FN)
+    L = math.prod(lead)
+    res = _lp.bf16_products(_as_4d(a, lead), _as_4d(b, lead), L, m, n, want).reshape(shape)
+    if out is None:
+        return res
+    np.copyto(out, res, casting="same_kind")
     return out
 
 

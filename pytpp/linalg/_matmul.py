@@ -9,6 +9,7 @@ import numpy as np
 from pytpp import _validate
 from pytpp._core import _matmul as _cm
 from pytpp._core import _runtime
+from pytpp.linalg import _lowp as _lp
 from pytpp.linalg import _operands as ops
 from pytpp.linalg import _smallgemm
 from pytpp.linalg._operands import BFLOAT16, F32 as _F32, F64 as _F64
@@ -121,12 +122,45 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedOperand, /, out: Array | None = No
         return b._rmatmul(a, out, dtype)
     if getattr(a, "_pytpp_packed", False):
         raise TypeError(f"{_FN}: a PackedMatrix can only be the right operand (b)")
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and _lp.is_int8_pair(a, b):
+        r = _int8_matmul(a, b, out, dtype)
+        if r is not None:
+            return r
     plan = _plan(a, b, out, dtype)
     if plan is None:
         # no kernel for these dtypes, or a call pytpp's checks refuse: numpy computes it or
         # raises its own error for it (its exception type and message: a drop-in)
         return np.matmul(a, b, out=out, dtype=dtype)
     return _run(plan)
+
+
+def _int8_matmul(a, b, out, dtype):
+    """int8/uint8 x int8/uint8 on the exact int32 kernels, in numpy's result dtype (or `dtype`,
+    or `out`'s), wrapping as numpy's integer arithmetic; None for what numpy must answer (a
+    float result asked for, a call numpy refuses)."""
+    try:
+        want = (np.dtype(dtype) if dtype is not None else
+                out.dtype if isinstance(out, np.ndarray) else np.result_type(a, b))
+        if want.kind not in "iu":
+            return None
+        a2, b2, lead, m, k, n, shape = _result_shape(a, b)
+        if out is not None and (not isinstance(out, np.ndarray) or out.shape != shape
+                                or not out.flags.writeable
+                                or not np.can_cast(want, out.dtype, "same_kind")):
+            return None
+    except (TypeError, ValueError):
+        return None
+    L = 1
+    for d in lead:
+        L *= d
+    a4 = np.broadcast_to(a2, lead + (m, k)).reshape((L, 1, m, k))
+    b4 = np.broadcast_to(b2, lead + (k, n)).reshape((L, 1, k, n))
+    s32 = _lp.sum_products_i32(a4, b4, L, m, n).reshape(shape)
+    res = _lp.int_result(s32, want, k, lambda: np.matmul(a.astype(np.int64), b.astype(np.int64)))
+    if out is not None:
+        np.copyto(out, res, casting="same_kind")
+        return out
+    return res[()] if res.ndim == 0 else res
 
 
 def _result_shape(a, b):

@@ -2,22 +2,41 @@
 from __future__ import annotations
 
 import copyreg
+from typing import Literal, Union, overload
 
 import numpy as np
 
 from pytpp import _validate
 from pytpp._core import _brgemm, _runtime
 from pytpp._typing import DTypeLike
-from pytpp.tpp import _cache
+from pytpp.tpp import _cache, _lowp
+
+# dtypes that give the float handle (the others: bfloat16 and 8-bit types, a low-precision one)
+_FloatDType = Union[type[np.float64], type[np.float32], np.dtype[np.float64], np.dtype[np.float32],
+                    Literal["float64", "float32", "f8", "f4", "d", "f"]]
 from pytpp.tpp._gemm_desc import DTYPES, gemm_desc
 
 _MODES = {"stride": 0, "offset": 1, "address": 2}
 
 
+@overload
+def brgemm(m: int, n: int, k: int, dtype: _FloatDType = ..., *, lda: int | None = ..., ldb: int | None = ..., ldc: int | None = ..., trans_a: bool = ...,
+           trans_b: bool = ..., alpha: float = ..., beta: float = ..., batch: str = ...,
+           stride_a: int | None = ..., stride_b: int | None = ..., b_dtype: DTypeLike = ...,
+           out_dtype: DTypeLike = ..., b_vnni: bool = ...) -> _brgemm.BrgemmKernel: ...
+@overload
+def brgemm(m: int, n: int, k: int, dtype: DTypeLike = ..., *, lda: int | None = ..., ldb: int | None = ..., ldc: int | None = ..., trans_a: bool = ...,
+           trans_b: bool = ..., alpha: float = ..., beta: float = ..., batch: str = ...,
+           stride_a: int | None = ..., stride_b: int | None = ..., b_dtype: DTypeLike = ...,
+           out_dtype: DTypeLike = ..., b_vnni: bool = ...) -> _brgemm.BrgemmKernel | _lowp.LowpKernel: ...
+
+
 def brgemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, lda: int | None = None,
            ldb: int | None = None, ldc: int | None = None, trans_a: bool = False,
            trans_b: bool = False, alpha: float = 1.0, beta: float = 1.0, batch: str = "stride",
-           stride_a: int | None = None, stride_b: int | None = None) -> _brgemm.BrgemmKernel:
+           stride_a: int | None = None, stride_b: int | None = None,
+           b_dtype: DTypeLike = None, out_dtype: DTypeLike = None,
+           b_vnni: bool = False) -> _brgemm.BrgemmKernel | _lowp.LowpKernel:
     """Dispatch a batch-reduce GEMM kernel: ``C = alpha * sum_i op(A_i) @ op(B_i) + beta * C``.
 
     Operands are row-major: A_i is m x k with row stride `lda` (k x m when `trans_a`), B_i is
@@ -27,8 +46,13 @@ def brgemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, lda: int | 
     ----------
     m, n, k : int
         Shape of the product.
-    dtype : float64 or float32
-        Type of A, B, C and of the accumulation.
+    dtype : float64, float32, bfloat16, int8 or uint8
+        Type of A (float64 / float32: of A, B, C and the accumulation). ``ml_dtypes.bfloat16``
+        multiplies in float32 (C float32, or bfloat16 rounded to nearest even with
+        ``out_dtype``); int8 / uint8 accumulate exactly in int32 (wrapping modulo 2^32 as
+        numpy's int32 does: exact while ``k * max|a| * max|b| < 2**31``, k < 66576 for any
+        values). Low-precision handles take ``beta`` 0 or 1 and operands with their own strides
+        (the leading-dimension, transpose and alpha arguments are for float handles).
     lda, ldb, ldc : int, optional
         Leading dimensions (row strides in elements). Default: packed rows.
     trans_a, trans_b : bool
@@ -40,6 +64,14 @@ def brgemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, lda: int | 
         or a list of blocks (addresses).
     stride_a, stride_b : int, optional
         Element strides between blocks in 'stride' mode. Default: one packed block.
+    b_dtype : dtype, optional
+        Type of B for 8-bit handles (int8 or uint8, default `dtype`); any signedness mix of the
+        operands actually passed is computed exactly.
+    out_dtype : dtype, optional
+        C's type: float32 (default) or bfloat16 for bf16 handles, int32 for 8-bit ones.
+    b_vnni : bool
+        B blocks are passed in :func:`pytpp.linalg.vnni_pack`'s layout (ceil(k/v), n, v),
+        v = 2 for bfloat16 and 4 for 8-bit types: no reformatting per call. Same result.
 
     Returns
     -------
@@ -56,6 +88,13 @@ def brgemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, lda: int | 
            [42., 42.]])
     """
     fn = "pytpp.tpp.brgemm"
+    if _lowp.is_lowp(dtype):
+        _lowp.no_float_knobs(fn, lda=(lda, None), ldb=(ldb, None), ldc=(ldc, None),
+                             trans_a=(bool(trans_a), False), trans_b=(bool(trans_b), False),
+                             alpha=(alpha, 1.0), stride_a=(stride_a, None),
+                             stride_b=(stride_b, None))
+        return _lowp.handle("brgemm", m, n, k, dtype, b_dtype, out_dtype, b_vnni, beta, batch,
+                            fn, brgemm)
     if batch not in _MODES:
         raise ValueError(f"{fn}: batch must be one of {tuple(_MODES)}, got {batch!r}")
     m, n, k, dt, trans_a, trans_b, lda, ldb, ldc, alpha, beta, a_rows, b_rows = gemm_desc(
@@ -67,6 +106,7 @@ def brgemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, lda: int | 
         raise ValueError(f"{fn}: stride_a/stride_b apply only to batch='stride'")
     else:
         stride_a = stride_b = 0
+    _lowp.float_only(fn, b_dtype, out_dtype, b_vnni, dt)
     isa = _runtime.get_isa()
     key = ("brgemm", m, n, k, dt.name, lda, ldb, ldc, trans_a, trans_b, alpha, beta, batch,
            stride_a, stride_b, isa)

@@ -2,19 +2,36 @@
 from __future__ import annotations
 
 import copyreg
+from typing import Literal, Union, overload
 
 import numpy as np
 
 from pytpp._core import _runtime, _smallgemm
 from pytpp._typing import DTypeLike
-from pytpp.tpp import _cache
+from pytpp.tpp import _cache, _lowp
+
+# dtypes that give the float handle (the others: bfloat16 and 8-bit types, a low-precision one)
+_FloatDType = Union[type[np.float64], type[np.float32], np.dtype[np.float64], np.dtype[np.float32],
+                    Literal["float64", "float32", "f8", "f4", "d", "f"]]
 from pytpp.tpp._gemm_desc import DTYPES, gemm_desc
 
 
 
+@overload
+def gemm(m: int, n: int, k: int, dtype: _FloatDType = ..., *, trans_a: bool = ..., trans_b: bool = ..., lda: int | None = ...,
+         ldb: int | None = ..., ldc: int | None = ..., alpha: float = ..., beta: float = ...,
+         b_dtype: DTypeLike = ..., out_dtype: DTypeLike = ..., b_vnni: bool = ...) -> _smallgemm.GemmKernel: ...
+@overload
+def gemm(m: int, n: int, k: int, dtype: DTypeLike = ..., *, trans_a: bool = ..., trans_b: bool = ..., lda: int | None = ...,
+         ldb: int | None = ..., ldc: int | None = ..., alpha: float = ..., beta: float = ...,
+         b_dtype: DTypeLike = ..., out_dtype: DTypeLike = ..., b_vnni: bool = ...) -> _smallgemm.GemmKernel | _lowp.LowpKernel: ...
+
+
 def gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, trans_a: bool = False,
          trans_b: bool = False, lda: int | None = None, ldb: int | None = None,
-         ldc: int | None = None, alpha: float = 1.0, beta: float = 1.0) -> _smallgemm.GemmKernel:
+         ldc: int | None = None, alpha: float = 1.0, beta: float = 1.0,
+         b_dtype: DTypeLike = None, out_dtype: DTypeLike = None,
+         b_vnni: bool = False) -> _smallgemm.GemmKernel | _lowp.LowpKernel:
     """Dispatch a kernel for one small matrix product: ``C = alpha * op(A) @ op(B) + beta * C``.
 
     The kernel is chosen once, here, for the shape, layout and the active ISA level (a register
@@ -27,8 +44,10 @@ def gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, trans_a: bool
     ----------
     m, n, k : int
         Shape of the product.
-    dtype : float64 or float32
-        Type of A, B, C and of the accumulation.
+    dtype : float64, float32, bfloat16, int8 or uint8
+        Type of A (float64 / float32: of A, B, C and the accumulation). bfloat16 and 8-bit
+        types give the low-precision handle of :func:`pytpp.tpp.brgemm` (float32 / int32 C),
+        called as ``h(a, b, c)``.
     trans_a, trans_b : bool
         Read A (B) transposed: the HPC layouts A^T B, A B^T, A^T B^T cost no copy of A, and at
         most a copy of the small B per call.
@@ -36,6 +55,8 @@ def gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, trans_a: bool
         Leading dimensions (row strides in elements). Default: packed rows.
     alpha, beta : float
         Scale of the product and of C. ``beta == 0`` never reads C (it may hold garbage).
+    b_dtype, out_dtype, b_vnni
+        For bfloat16 / 8-bit handles, as in :func:`pytpp.tpp.brgemm`.
 
     Returns
     -------
@@ -66,8 +87,15 @@ def gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, trans_a: bool
            [25., 54.]])
     """
     fn = "pytpp.tpp.gemm"
+    if _lowp.is_lowp(dtype):
+        _lowp.no_float_knobs(fn, lda=(lda, None), ldb=(ldb, None), ldc=(ldc, None),
+                             trans_a=(bool(trans_a), False), trans_b=(bool(trans_b), False),
+                             alpha=(alpha, 1.0))
+        return _lowp.handle("gemm", m, n, k, dtype, b_dtype, out_dtype, b_vnni, beta, "stride",
+                            fn, gemm)
     m, n, k, dt, trans_a, trans_b, lda, ldb, ldc, alpha, beta, _, _ = gemm_desc(
         m, n, k, dtype, trans_a, trans_b, lda, ldb, ldc, alpha, beta, fn)
+    _lowp.float_only(fn, b_dtype, out_dtype, b_vnni, dt)
     isa = _runtime.get_isa()
     key = ("gemm", m, n, k, dt.name, lda, ldb, ldc, trans_a, trans_b, alpha, beta, isa)
     kern = _cache.lookup(key)

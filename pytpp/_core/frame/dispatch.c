@@ -59,6 +59,33 @@ const pytpp_bf16_entry pytpp_bf16_kernels[PYTPP_BF16_NKERNELS] = {
     [PYTPP_BF16_AVX2_WIDENED] = {"avx2_widened", &pytpp_mm_f32_bf16w_avx2, PYTPP_ISA_AVX2, 0},
 };
 
+const pytpp_i8_entry pytpp_i8_kernel_list[PYTPP_I8_NKERNELS] = {
+    [PYTPP_I8_AUTO] = {"auto", NULL, PYTPP_ISA_REF, 0, 0},
+    [PYTPP_I8_REF] = {"ref", &pytpp_mm_i8_ref, PYTPP_ISA_REF, 0, 0},
+    [PYTPP_I8_AVX2] = {"avx2", &pytpp_mm_i8_avx2, PYTPP_ISA_AVX2, 0, 0},
+    [PYTPP_I8_AVX512] = {"avx512", &pytpp_mm_i8_avx512, PYTPP_ISA_AVX512, 0, 0},
+    [PYTPP_I8_VNNI] = {"avx512_vnni", &pytpp_mm_i8_avx512_vnni, PYTPP_ISA_AVX512,
+                       PYTPP_FEAT_AVX512_VNNI, 1},
+};
+
+const pytpp_i8_kernels *pytpp_i8_select(int isa, uint32_t features, int which, int a_signed,
+                                        int b_signed)
+{
+    if (isa < 0 || isa >= PYTPP_NISA || which < 0 || which >= PYTPP_I8_NKERNELS) return NULL;
+    const int u8s8 = !a_signed && b_signed;
+    if (which == PYTPP_I8_AUTO) {
+        const pytpp_i8_entry *vnni = &pytpp_i8_kernel_list[PYTPP_I8_VNNI];
+        if (u8s8 && isa >= vnni->isa && (features & vnni->features) == vnni->features)
+            return vnni->kt;
+        which = isa == PYTPP_ISA_AVX512 ? PYTPP_I8_AVX512
+              : isa == PYTPP_ISA_AVX2 ? PYTPP_I8_AVX2 : PYTPP_I8_REF;
+    }
+    const pytpp_i8_entry *e = &pytpp_i8_kernel_list[which];
+    if (e->isa > isa || (features & e->features) != e->features) return NULL;
+    if (e->u8s8_only && !u8s8) return NULL;
+    return e->kt;
+}
+
 const pytpp_pk_kernels *pytpp_bf16_select(int isa, uint32_t features, int which)
 {
     if (isa < 0 || isa >= PYTPP_NISA || which < 0 || which >= PYTPP_BF16_NKERNELS) return NULL;
@@ -119,5 +146,14 @@ int pytpp_dispatch_missing(int isa)
                    !e->reduce_row + !e->reduce_acc + !e->transpose;
     }
     for (int k = 1; k < PYTPP_BF16_NKERNELS; ++k) missing += !pytpp_bf16_kernels[k].kt;
+    for (int k = 1; k < PYTPP_I8_NKERNELS; ++k) {
+        const pytpp_i8_kernels *t = pytpp_i8_kernel_list[k].kt;
+        missing += !t;
+        if (!t || pytpp_i8_kernel_list[k].isa != isa) continue;
+        missing += !t->pack_a + !t->pack_b;
+        for (int nv = 1; nv <= t->nv_main; ++nv)
+            for (int mr = 1; mr <= t->mr_main; ++mr)
+                missing += !t->ukr[nv - 1][mr - 1][0] + !t->ukr[nv - 1][mr - 1][1];
+    }
     return missing;
 }

@@ -12,6 +12,7 @@
 #include "pytpp/cpu.h"
 #include "pytpp/gemm.h"
 #include "pytpp/gemm_goto.h"
+#include "pytpp/gemm_lowp.h"
 #include "pytpp/smallgemm.h"
 #include "pytpp/eltwise.h"
 #include "pytpp/norm.h"
@@ -52,6 +53,28 @@ extern const pytpp_bf16_entry pytpp_bf16_kernels[PYTPP_BF16_NKERNELS];
 /* The bf16 kernel a call at level `isa` runs on a CPU with `features`: `which`, or for AUTO the
  * best that level has (native vdpbf16ps where present). NULL when `which` cannot run there. */
 const pytpp_pk_kernels *pytpp_bf16_select(int isa, uint32_t features, int which);
+
+/* 8-bit GEMM kernels (u8/s8 x u8/s8 -> int32): the level's default (AUTO) or one named for tests. */
+enum pytpp_i8_kernel {
+    PYTPP_I8_AUTO = 0, PYTPP_I8_REF, PYTPP_I8_AVX2, PYTPP_I8_AVX512, PYTPP_I8_VNNI, PYTPP_I8_NKERNELS
+};
+
+typedef struct pytpp_i8_entry {
+    const char *name;              /* "ref", "avx2", "avx512", "avx512_vnni" */
+    const pytpp_i8_kernels *kt;
+    int isa;                       /* lowest level that runs it */
+    uint32_t features;             /* feature bits it needs beyond the level's */
+    int u8s8_only;                 /* takes only u8 A x s8 B (vpdpbusd) */
+} pytpp_i8_entry;
+
+extern const pytpp_i8_entry pytpp_i8_kernel_list[PYTPP_I8_NKERNELS];
+
+/* The 8-bit kernels a call at level `isa` runs on a CPU with `features` for A of signedness
+ * a_signed and B of b_signed: `which`, or for AUTO the best that level has (vpdpbusd for u8 x s8
+ * where AVX512_VNNI exists, else the level's int16 kernels). NULL when `which` cannot run there
+ * or cannot take those types. */
+const pytpp_i8_kernels *pytpp_i8_select(int isa, uint32_t features, int which, int a_signed,
+                                        int b_signed);
 
 /* Required kernel slots of level `isa` left empty (0 for a sound table; -1: no such level). */
 int pytpp_dispatch_missing(int isa);

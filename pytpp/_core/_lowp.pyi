@@ -1,0 +1,18 @@
+"""Types of pytpp._core._lowp (Cython): the bf16 and 8-bit BRGEMM driver's glue."""
+from typing import Any
+
+from numpy.typing import NDArray
+
+U8: int
+S8: int
+BF16: int
+I32: int
+F32: int
+I8_KERNELS: tuple[str, ...]
+BF16_KERNELS: tuple[str, ...]
+
+def i8_kernels_available(a_signed: bool = False, b_signed: bool = True) -> tuple[str, ...]: ...
+def kernel_name(isa: int, which: int, a_type: int, b_type: int) -> str: ...
+def run(isa: int, which: int, a: Any, b: Any, c: NDArray[Any], geom: tuple[int, ...], mode: int,
+        count: int, stride_a: int, stride_b: int, off_a: NDArray[Any] | None,
+        off_b: NDArray[Any] | None, comp: NDArray[Any] | None) -> None: ...

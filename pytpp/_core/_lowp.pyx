@@ -1,0 +1,135 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Glue of the low-precision BRGEMM (pytpp/_core/include/pytpp/gemm_lowp.h): kernel choice,
+pointers in, the C driver out, GIL released. The caller (pytpp.tpp._lowp) validated shapes,
+strides, dtypes and bounds: this module only turns them into the C descriptor."""
+cimport numpy as cnp
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from libc.stdint cimport int64_t, int32_t, uint32_t
+from pytpp._core._runtime cimport num_threads, features
+from pytpp._core.cengine cimport pytpp_batch
+from pytpp._core._matmul cimport pytpp_pk_kernels
+from pytpp._core.cdispatch cimport (pytpp_i8_kernels, pytpp_i8_select, pytpp_i8_kernel_list,
+                                    PYTPP_I8_NKERNELS, pytpp_bf16_select, pytpp_bf16_kernels,
+                                    PYTPP_BF16_NKERNELS)
+from pytpp._core import _runtime
+
+cnp.import_array()
+
+cdef extern from "pytpp/gemm_lowp.h" nogil:
+    enum:
+        PYTPP_LP_U8
+        PYTPP_LP_S8
+        PYTPP_LP_BF16
+        PYTPP_LP_I32
+        PYTPP_LP_F32
+    ctypedef struct pytpp_lowp_desc:
+        int64_t m, n, k
+        int64_t rsa, csa
+        int g
+        int64_t rs_g, rs_e, cs
+        int64_t ldc
+        int a_type, b_type, c_type
+        int accumulate
+    ctypedef struct pytpp_lowp_kernels:
+        const pytpp_i8_kernels *i8
+        const pytpp_pk_kernels *bf16
+    int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *a,
+                          const void *b, void *c, const pytpp_batch *batch, const int32_t *comp,
+                          int nthreads)
+
+U8, S8, BF16, I32, F32 = PYTPP_LP_U8, PYTPP_LP_S8, PYTPP_LP_BF16, PYTPP_LP_I32, PYTPP_LP_F32
+# kernel choice (dispatch.h enum pytpp_i8_kernel / pytpp_bf16_kernel): 0 = the level's best
+I8_KERNELS = tuple(pytpp_i8_kernel_list[i].name.decode() for i in range(PYTPP_I8_NKERNELS))
+BF16_KERNELS = tuple(pytpp_bf16_kernels[i].name.decode() for i in range(PYTPP_BF16_NKERNELS))
+cdef int _best_isa = _runtime.LEVELS.index(_runtime.best_isa())
+
+
+def i8_kernels_available(bint a_signed=False, bint b_signed=True):
+    """Names of the 8-bit kernels this CPU runs for that signedness (for tests)."""
+    return tuple(I8_KERNELS[i] for i in range(1, PYTPP_I8_NKERNELS)
+                 if pytpp_i8_select(_best_isa, features(), i, a_signed, b_signed) != NULL)
+
+
+cdef int select(int isa, int which, int a_type, int b_type, pytpp_lowp_kernels *ks) except -1:
+    ks.i8 = NULL
+    ks.bf16 = NULL
+    cdef int at = isa if which == 0 else _best_isa
+    if a_type == PYTPP_LP_BF16:
+        ks.bf16 = pytpp_bf16_select(at, features(), which)
+        if ks.bf16 == NULL:
+            raise ValueError(f"bf16 kernel {BF16_KERNELS[which]!r} is not available on this CPU")
+    else:
+        ks.i8 = pytpp_i8_select(at, features(), which, a_type == PYTPP_LP_S8,
+                                b_type == PYTPP_LP_S8)
+        if ks.i8 == NULL:
+            raise ValueError(f"8-bit kernel {I8_KERNELS[which]!r} is not available on this CPU "
+                             f"for these operand types")
+    return 0
+
+
+def kernel_name(int isa, int which, int a_type, int b_type):
+    """The table a call with these arguments runs (for tests and `info`)."""
+    cdef pytpp_lowp_kernels ks
+    select(isa, which, a_type, b_type, &ks)
+    if ks.bf16 != NULL:
+        return ks.bf16.name.decode()
+    return ks.i8.name.decode()
+
+
+
+def run(int isa, int which, object a, object b, cnp.ndarray c, tuple geom, int mode,
+        int64_t count, int64_t stride_a, int64_t stride_b, object off_a, object off_b,
+        object comp):
+    """One BRGEMM. geom = (m, n, k, rsa, csa, g, rs_g, rs_e, cs, ldc, a_type, b_type, c_type,
+    accumulate), strides in elements. mode 0 stride (a, b arrays at their first block), 1 offset
+    (off_a / off_b int64 arrays), 2 address (a, b sequences of arrays)."""
+    cdef pytpp_lowp_desc d
+    (d.m, d.n, d.k, d.rsa, d.csa, d.g, d.rs_g, d.rs_e, d.cs, d.ldc, d.a_type, d.b_type,
+     d.c_type, d.accumulate) = geom
+    cdef pytpp_lowp_kernels ks
+    select(isa, which, d.a_type, d.b_type, &ks)
+    cdef pytpp_batch bt
+    bt.mode = mode
+    bt.count = count
+    bt.stride_a = stride_a
+    bt.stride_b = stride_b
+    bt.off_a = NULL
+    bt.off_b = NULL
+    bt.ptr_a = NULL
+    bt.ptr_b = NULL
+    cdef const void *pa = NULL
+    cdef const void *pb = NULL
+    cdef const void **ptrs = NULL
+    cdef cnp.ndarray oa, ob
+    cdef const int32_t *pcomp = NULL
+    cdef int64_t i
+    cdef int err
+    if comp is not None:
+        pcomp = <const int32_t *>cnp.PyArray_DATA(<cnp.ndarray>comp)
+    if mode == 1:
+        oa, ob = off_a, off_b
+        bt.off_a = <const int64_t *>cnp.PyArray_DATA(oa)
+        bt.off_b = <const int64_t *>cnp.PyArray_DATA(ob)
+    if mode == 2:
+        ptrs = <const void **>PyMem_Malloc(2 * max(count, 1) * sizeof(void *))
+        if ptrs == NULL:
+            raise MemoryError()
+        for i in range(count):
+            ptrs[i] = cnp.PyArray_DATA(<cnp.ndarray>a[i])
+            ptrs[count + i] = cnp.PyArray_DATA(<cnp.ndarray>b[i])
+        bt.ptr_a = ptrs
+        bt.ptr_b = ptrs + count
+    else:
+        pa = cnp.PyArray_DATA(<cnp.ndarray>a)
+        pb = cnp.PyArray_DATA(<cnp.ndarray>b)
+    cdef void *pc = cnp.PyArray_DATA(c)
+    cdef int nt = num_threads()
+    try:
+        with nogil:
+            err = pytpp_lowp_brgemm(&ks, &d, pa, pb, pc, &bt, pcomp, nt)
+    finally:
+        PyMem_Free(ptrs)
+    if err == -1:
+        raise MemoryError("pytpp: no memory for the packed panels")
+    if err:
+        raise ValueError("pytpp: the 8-bit kernel cannot take these operand types")

@@ -1,0 +1,262 @@
+/* The low-precision BRGEMM driver (gemm_lowp.h): Goto-style loops around the bf16 and 8-bit
+ * packed-panel micro-kernels. Per batch element and (k block, n block) the B block is packed
+ * once into NR-column panels (the threads share the packing), then each thread packs its own MR-row
+ * panels of A and runs the micro-kernels over the block; C rows are owned by one thread, so
+ * nothing is written twice and no order of sums depends on the thread count. */
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "pytpp/gemm_lowp.h"
+#include "pytpp/fpmode.h"
+
+#define LP_KC 256               /* k values per block (a multiple of 4: whole VNNI groups) */
+#define LP_B_BLOCK (192 * 1024) /* bytes of a packed B block: L2-resident */
+#define LP_MC_ROWS 96           /* rows of A packed at a time */
+
+typedef struct lp_plan {
+    const pytpp_lowp_kernels *ks;
+    const pytpp_pk_kernels *pk;         /* bf16 */
+    const pytpp_lowp_desc *d;
+    int64_t mr, nr, vl;
+    int group;                  /* k values per packed step (kd counts steps) */
+    int widened;                /* bf16 as fp32 panels, pairs swapped (kd counts k values) */
+    int64_t psz;                /* bytes of one packed value */
+    int64_t in_a, in_b;         /* bytes of one input element */
+    int64_t nc, mc;
+} lp_plan;
+
+static int64_t round_up(int64_t x, int64_t r) { return (x + r - 1) / r * r; }
+static int64_t k_padded(const lp_plan *L, int64_t kk) { return round_up(kk, L->widened ? 2 : L->group); }
+static int64_t k_steps(const lp_plan *L, int64_t kk) { return L->widened ? round_up(kk, 2) : (kk + L->group - 1) / L->group; }
+
+static float bf16_widen(uint16_t h)
+{
+    const uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* bf16 panels: raw pairs (element (i, p) at (p/2)*2*R + 2*i + p%2) or, widened, fp32 rows in
+ * pair-swapped k order (element (i, p) at (p^1)*R + i). */
+static void pack_a_bf16(const lp_plan *L, const uint16_t *a, int64_t rsa, int64_t csa,
+                        int64_t rows, int64_t kk, void *dst)
+{
+    const int64_t R = L->mr, kp = k_padded(L, kk);
+    memset(dst, 0, (size_t)(kp * R * L->psz));
+    for (int64_t i = 0; i < rows; ++i)
+        for (int64_t p = 0; p < kk; ++p) {
+            const uint16_t v = a[i * rsa + p * csa];
+            if (L->widened) ((float *)dst)[(p ^ 1) * R + i] = bf16_widen(v);
+            else ((uint16_t *)dst)[(p / 2) * 2 * R + 2 * i + (p & 1)] = v;
+        }
+}
+
+static void pack_b_bf16(const lp_plan *L, const uint16_t *b, int64_t kk, int64_t cols, void *dst)
+{
+    const pytpp_lowp_desc *d = L->d;
+    const int64_t R = L->nr, kp = k_padded(L, kk);
+    memset(dst, 0, (size_t)(kp * R * L->psz));
+    for (int64_t p = 0; p < kk; ++p) {
+        const uint16_t *src = b + (p / d->g) * d->rs_g + (p % d->g) * d->rs_e;
+        if (L->widened) {
+            float *out = (float *)dst + (p ^ 1) * R;
+            for (int64_t j = 0; j < cols; ++j) out[j] = bf16_widen(src[j * d->cs]);
+        } else {
+            uint16_t *out = (uint16_t *)dst + (p / 2) * 2 * R + (p & 1);
+            for (int64_t j = 0; j < cols; ++j) out[2 * j] = src[j * d->cs];
+        }
+    }
+}
+
+
+static void pack_b(const lp_plan *L, const char *b, int64_t kk, int64_t cols, void *dst)
+{
+    const pytpp_lowp_desc *d = L->d;
+    if (L->ks->i8) L->ks->i8->pack_b((const uint8_t *)b, d->g, d->rs_g, d->rs_e, d->cs, kk, cols,
+                                     d->b_type == PYTPP_LP_S8, dst);
+    else pack_b_bf16(L, (const uint16_t *)b, kk, cols, dst);
+}
+
+static const char *batch_ptr(const pytpp_batch *bt, const void *base, int64_t i, int which,
+                             int64_t esz)
+{
+    const char *p = (const char *)base;
+    switch (bt->mode) {
+    case PYTPP_BATCH_STRIDE: return p + i * (which ? bt->stride_b : bt->stride_a) * esz;
+    case PYTPP_BATCH_OFFSET: return p + (which ? bt->off_b[i] : bt->off_a[i]) * esz;
+    default: return (const char *)(which ? bt->ptr_b[i] : bt->ptr_a[i]);
+    }
+}
+
+/* One thread's part: rows of MR panels [p0, p1), C (4-byte elements) with row stride ldc. */
+static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int64_t ldc,
+                   const pytpp_batch *bt, char *bbuf, char *abuf, int64_t p0, int64_t p1, int t,
+                   int nt)
+{
+    const pytpp_lowp_desc *d = L->d;
+    const int64_t m = d->m, n = d->n, k = d->k, MR = L->mr, NR = L->nr, VL = L->vl;
+    const pytpp_i8_kernels *i8 = L->ks->i8;
+    const int ftz = !i8 && L->pk->ftz;
+    const unsigned fp_mode = ftz ? pytpp_ftz_enter() : 0;
+    for (int64_t bi = 0; bi < bt->count; ++bi) {
+        const char *ai = batch_ptr(bt, a, bi, 0, L->in_a);
+        const char *bib = batch_ptr(bt, b, bi, 1, L->in_b);
+        for (int64_t k0 = 0; k0 < k; k0 += LP_KC) {
+            const int64_t kk = k - k0 < LP_KC ? k - k0 : LP_KC;
+            const int64_t kp = k_padded(L, kk), kd = k_steps(L, kk);
+            const int accumulate = d->accumulate || bi > 0 || k0 > 0;
+            const char *ak = ai + k0 * d->csa * L->in_a;
+            const char *bk = bib + (k0 / d->g) * d->rs_g * L->in_b;
+            for (int64_t n0 = 0; n0 < n; n0 += L->nc) {
+                const int64_t nn = n - n0 < L->nc ? n - n0 : L->nc;
+                const int64_t npan = (nn + NR - 1) / NR, bpanel = kp * NR * L->psz;
+                for (int64_t q = t; q < npan; q += nt) {
+                    const int64_t cols = nn - q * NR < NR ? nn - q * NR : NR;
+                    pack_b(L, bk + (n0 + q * NR) * d->cs * L->in_b, kk, cols, bbuf + q * bpanel);
+                }
+#ifdef _OPENMP
+                if (nt > 1) {
+#pragma omp barrier
+                }
+#endif
+                /* A: bf16 in MR-row panels; 8-bit as rows of packed lanes (kp values each) */
+                const int64_t apanel = kp * MR * L->psz, mcp = L->mc / MR;
+                for (int64_t pc = p0; pc < p1; pc += mcp) {
+                    const int64_t pe = pc + mcp < p1 ? pc + mcp : p1;
+                    const int64_t rows_all = (m < pe * MR ? m : pe * MR) - pc * MR;
+                    const char *arows = ak + pc * MR * d->rsa * L->in_a;
+                    if (i8)
+                        i8->pack_a((const uint8_t *)arows, d->rsa, d->csa, rows_all, kk, kp,
+                                   d->a_type == PYTPP_LP_S8, abuf);
+                    else
+                        for (int64_t r = pc; r < pe; ++r) {
+                            const int64_t rows = m - r * MR < MR ? m - r * MR : MR;
+                            pack_a_bf16(L, (const uint16_t *)(ak + r * MR * d->rsa * L->in_a),
+                                        d->rsa, d->csa, rows, kk, abuf + (r - pc) * apanel);
+                        }
+                    for (int64_t q = 0; q < npan; ++q) {
+                        const int64_t cols = nn - q * NR < NR ? nn - q * NR : NR;
+                        const int64_t nv = (cols + VL - 1) / VL, tail = cols - (nv - 1) * VL;
+                        const int masked = tail != VL;
+                        char *cq = c + (n0 + q * NR) * 4;
+                        for (int64_t r = pc; r < pe; ++r) {
+                            const int64_t rows = m - r * MR < MR ? m - r * MR : MR;
+                            if (i8)
+                                i8->ukr[nv - 1][rows - 1][masked](
+                                    kd, abuf + (r - pc) * apanel, kp, bbuf + q * bpanel,
+                                    (int32_t *)(cq + r * MR * ldc * 4), ldc, accumulate, tail);
+                            else
+                                L->pk->ukr[nv - 1][rows - 1][masked](
+                                    kd, abuf + (r - pc) * apanel, bbuf + q * bpanel,
+                                    cq + r * MR * ldc * 4, ldc, accumulate, tail);
+                        }
+                    }
+                }
+#ifdef _OPENMP
+                if (nt > 1) {
+#pragma omp barrier
+                }
+#endif
+            }
+        }
+    }
+    if (ftz) pytpp_ftz_leave(fp_mode);
+}
+
+static void bf16_round_rows(const float *src, uint16_t *dst, int64_t m, int64_t n, int64_t ldc)
+{
+    pytpp_cvt_f32_bf16(src, dst, m, n, n, ldc, 1);
+}
+
+int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *a,
+                      const void *b, void *c, const pytpp_batch *batch, const int32_t *comp,
+                      int nthreads)
+{
+    const int64_t m = d->m, n = d->n;
+    if (m == 0 || n == 0) return 0;
+    lp_plan L = {.ks = ks, .d = d};
+    if (ks->i8) {
+        if (ks->i8->group == 4 && (d->a_type != PYTPP_LP_U8 || d->b_type != PYTPP_LP_S8))
+            return -2;
+        L.group = ks->i8->group;
+        L.psz = ks->i8->packed_size;
+        L.in_a = L.in_b = 1;
+        L.mr = ks->i8->mr_main;
+        L.vl = ks->i8->vl;
+        L.nr = ks->i8->nv_main * L.vl;
+    } else {
+        L.pk = ks->bf16;
+        L.widened = L.pk->bf16_widened;
+        L.group = 2;
+        L.psz = L.widened ? 4 : 2;
+        L.in_a = L.in_b = 2;
+        L.mr = L.pk->mr_main;
+        L.vl = L.pk->vl;
+        L.nr = L.pk->nv_main * L.vl;
+    }
+    L.nc = LP_B_BLOCK / (LP_KC * L.psz) / L.nr * L.nr;
+    if (L.nc < L.nr) L.nc = L.nr;
+    L.mc = LP_MC_ROWS / L.mr * L.mr;
+    if (L.mc < L.mr) L.mc = L.mr;
+
+    /* C in 4-byte elements: the caller's, or fp32 scratch rounded to bf16 at the end */
+    const int bf16_out = d->c_type == PYTPP_LP_BF16;
+    char *cw = (char *)c;
+    int64_t ldc = d->ldc;
+    float *scratch = NULL;
+    if (bf16_out) {
+        scratch = (float *)malloc((size_t)(m * n) * sizeof(float));
+        if (!scratch) return -1;
+        if (d->accumulate)
+            for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = 0; j < n; ++j)
+                    scratch[i * n + j] = bf16_widen(((const uint16_t *)c)[i * d->ldc + j]);
+        cw = (char *)scratch;
+        ldc = n;
+    }
+    int err = 0;
+    if (d->k == 0 || batch->count == 0) {
+        if (!d->accumulate)
+            for (int64_t i = 0; i < m; ++i) memset(cw + i * ldc * 4, 0, (size_t)n * 4);
+    } else {
+        const int64_t kp = round_up(LP_KC < d->k ? LP_KC : d->k, 4);
+        const int64_t ncap = L.nc < round_up(n, L.nr) ? L.nc : round_up(n, L.nr);
+        const size_t bbytes = (size_t)round_up(kp * ncap * L.psz, 64);
+        const size_t abytes = (size_t)round_up(kp * L.mc * L.psz, 64);
+        const int64_t panels = (m + L.mr - 1) / L.mr;
+        int nt = nthreads < 1 ? 1 : nthreads;
+        if (nt > panels) nt = (int)panels;
+        char *buf = (char *)aligned_alloc(64, bbytes + (size_t)nt * abytes);
+        if (!buf) {
+            err = -1;
+        } else if (nt == 1) {
+            lp_run(&L, a, b, cw, ldc, batch, buf, buf + bbytes, 0, panels, 0, 1);
+        } else {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+            {
+                const int t = omp_get_thread_num(), team = omp_get_num_threads();
+                const int64_t p0 = panels * t / team, p1 = panels * (t + 1) / team;
+                lp_run(&L, a, b, cw, ldc, batch, buf, buf + bbytes + (size_t)t * abytes, p0, p1,
+                       t, team);
+            }
+#else
+            lp_run(&L, a, b, cw, ldc, batch, buf, buf + bbytes, 0, panels, 0, 1);
+#endif
+        }
+        free(buf);
+    }
+    if (!err && comp && d->c_type == PYTPP_LP_I32)
+        for (int64_t i = 0; i < m; ++i) {
+            uint32_t *row = (uint32_t *)cw + i * ldc;
+            for (int64_t j = 0; j < n; ++j) row[j] += (uint32_t)comp[j];
+        }
+    if (bf16_out) {
+        if (!err) bf16_round_rows(scratch, (uint16_t *)c, m, n, d->ldc);
+        free(scratch);
+    }
+    return err;
+}

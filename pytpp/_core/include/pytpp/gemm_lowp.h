@@ -1,0 +1,78 @@
+/* The low-precision contraction engine: bf16 x bf16 -> fp32 (or bf16) and 8-bit x 8-bit ->
+ * int32 batch-reduce GEMM, C += sum_i A_i B_i, on packed panels (frame/gemm_lowp.c).
+ *
+ * Operands (row-major, element strides, any sign):
+ *   A_i is m x k: element (r, p) at a_i[r*rsa + p*csa];
+ *   B_i is k x n: element (p, j) at b_i[(p/g)*rs_g + (p%g)*rs_e + j*cs]: g = 1 for plain rows
+ *   (rs_g = row stride), 2 or 4 for a VNNI layout (ceil(k/g), n, g) as pytpp.linalg.vnni_pack
+ *   writes it (rs_g = g*n, rs_e = 1, cs = g);
+ *   C is m x n with row stride ldc: int32 for 8-bit operands, fp32 or bf16 for bf16.
+ * A_i, B_i are found by the batch (gemm.h: stride, offset or address; offsets in elements). */
+#ifndef PYTPP_GEMM_LOWP_H
+#define PYTPP_GEMM_LOWP_H
+#include <stdint.h>
+#include "pytpp/gemm.h"
+#include "pytpp/gemm_goto.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types of the operands. */
+enum pytpp_lowp_type {
+    PYTPP_LP_U8 = 0, PYTPP_LP_S8 = 1, PYTPP_LP_BF16 = 2, PYTPP_LP_I32 = 3, PYTPP_LP_F32 = 4
+};
+
+/* 8-bit micro-kernel: C[0:mr, 0:ncols] (int32) = (accumulate ? C : 0) + A B over ks k steps of
+ * G values: A rows of packed lanes (row stride lda, in packed values), B one packed NR-column
+ * panel. The last vector of a row is masked to n_last lanes in the _tail variants. */
+typedef void (*pytpp_i8_ukr_fn)(int64_t ks, const void *a, int64_t lda, const void *b,
+                                int32_t *c, int64_t ldc, int accumulate, int64_t n_last);
+
+/* An 8-bit kernel table (gemm_i8.inc): the micro-kernels and the packers of their operands. */
+typedef struct pytpp_i8_kernels {
+    const char *name;
+    pytpp_table_info info;
+    int vl;                     /* int32 lanes per vector */
+    int nv_main, mr_main;       /* main register block: mr_main x nv_main vectors */
+    pytpp_i8_ukr_fn ukr[PYTPP_PK_NV_MAX][PYTPP_PK_MR_MAX][2]; /* [nv-1][mr-1][masked] */
+    int group;                  /* k values per 32-bit lane: 2 (int16 pairs) or 4 (u8/s8 quads) */
+    int packed_size;            /* bytes of one packed value: 2 or 1 */
+    void (*pack_a)(const uint8_t *a, int64_t rsa, int64_t csa, int64_t rows, int64_t kk,
+                   int64_t lda, int sgn, void *dst);
+    void (*pack_b)(const uint8_t *b, int g, int64_t rs_g, int64_t rs_e, int64_t cs, int64_t kk,
+                   int64_t cols, int sgn, void *dst);
+} pytpp_i8_kernels;
+
+extern const pytpp_i8_kernels pytpp_mm_i8_ref, pytpp_mm_i8_avx2, pytpp_mm_i8_avx512,
+    pytpp_mm_i8_avx512_vnni;
+
+typedef struct pytpp_lowp_desc {
+    int64_t m, n, k;
+    int64_t rsa, csa;
+    int g;                      /* B's layout: 1 plain, 2 or 4 VNNI */
+    int64_t rs_g, rs_e, cs;
+    int64_t ldc;
+    int a_type, b_type, c_type; /* enum pytpp_lowp_type */
+    int accumulate;             /* beta = 1: C += ...; 0: C = ... (C not read) */
+} pytpp_lowp_desc;
+
+/* The kernels of one call: an 8-bit table, or a bf16 packed-panel table (gemm_bf16.inc, or the
+ * fp32 widening kernels when kt->bf16_widened). */
+typedef struct pytpp_lowp_kernels {
+    const pytpp_i8_kernels *i8;
+    const pytpp_pk_kernels *bf16;
+} pytpp_lowp_kernels;
+
+/* One low-precision BRGEMM (see the top of this file). comp (n int32 values, or NULL) is added
+ * to every row of an int32 C at the end: the zero-point compensation of asymmetric
+ * quantization. Returns 0, -1 if buffers could not be allocated, -2 for an operand type the
+ * kernels cannot take (a signed A or an unsigned B on u8 x s8 quad kernels). */
+int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *a,
+                      const void *b, void *c, const pytpp_batch *batch, const int32_t *comp,
+                      int nthreads);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

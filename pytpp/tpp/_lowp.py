@@ -1,0 +1,290 @@
+"""Low-precision BRGEMM / GEMM handles: bfloat16 x bfloat16 -> float32 (or bfloat16) and 8-bit
+(int8/uint8) x 8-bit -> int32, on the packed-panel kernels of pytpp/_core/frame/gemm_lowp.c.
+Reached through :func:`pytpp.tpp.brgemm` and :func:`pytpp.tpp.gemm` with such a dtype."""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from pytpp import _validate
+from pytpp._core import _lowp, _runtime
+from pytpp._typing import Array
+from pytpp.tpp import _cache
+
+BF16 = _validate.BF16
+I8, U8, I32, F32 = (np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.float32))
+LOWP_DTYPES = (BF16, I8, U8)
+_TYPE = {I8: _lowp.S8, U8: _lowp.U8, BF16: _lowp.BF16}
+_MODES = {"stride": 0, "offset": 1, "address": 2}
+
+# The kernels calls run: 0 = the level's best, else an index into _lowp.I8_KERNELS /
+# _lowp.BF16_KERNELS (tests force each path with `using_kernel`).
+_forced = {"i8": 0, "bf16": 0}
+
+
+@contextlib.contextmanager
+def using_kernel(name: str, family: str = "i8") -> Iterator[None]:
+    """Run the 8-bit (``family="i8"``) or bf16 handles on the kernel `name` inside the block
+    (one of ``pytpp._core._lowp.I8_KERNELS`` / ``BF16_KERNELS``; for tests and tuning)."""
+    names = _lowp.I8_KERNELS if family == "i8" else _lowp.BF16_KERNELS
+    old = _forced[family]
+    _forced[family] = names.index(name)
+    try:
+        yield
+    finally:
+        _forced[family] = old
+
+
+def vnni_group(dtype: np.dtype) -> int:
+    """k values per VNNI group: 2 for 16-bit types, 4 for 8-bit ones."""
+    return 2 if dtype.itemsize == 2 else 4
+
+
+def check_lowp_dtypes(dtype, b_dtype, out_dtype, fn):
+    """(A dtype, B dtype, C dtype) of a low-precision handle, checked."""
+    dt = _validate.dtype_arg(dtype, LOWP_DTYPES, fn)
+    bdt = dt if b_dtype is None else _validate.dtype_arg(b_dtype, LOWP_DTYPES, fn, "b_dtype")
+    if (dt == BF16) != (bdt == BF16):
+        raise TypeError(f"{fn}: dtype {dt} and b_dtype {bdt} do not go together: bfloat16 "
+                        f"multiplies bfloat16, an 8-bit type an 8-bit type")
+    if dt == BF16:
+        cdt = F32 if out_dtype is None else _validate.dtype_arg(out_dtype, (F32, BF16), fn,
+                                                                "out_dtype")
+    else:
+        cdt = I32 if out_dtype is None else _validate.dtype_arg(out_dtype, (I32,), fn,
+                                                                "out_dtype")
+    return dt, bdt, cdt
+
+
+class LowpKernel:
+    """A dispatched bf16 or 8-bit BRGEMM (``kind_name == "brgemm"``) or GEMM handle.
+
+    Calls take row-major operands; B blocks are (k, n), or with ``b_vnni=True`` in
+    :func:`pytpp.linalg.vnni_pack`'s layout (ceil(k/v), n, v). C (m, n) is float32 / bfloat16
+    (bf16 handles) or int32 (8-bit handles); it is returned."""
+
+    def __init__(self, kind, m, n, k, dt, bdt, cdt, b_vnni, beta, batch, isa, descriptor):
+        self.kind_name = kind
+        self.descriptor = descriptor
+        self._isa = isa
+        self._isa_idx = _runtime.isa_index(isa)
+        self._m, self._n, self._k = m, n, k
+        self._dt, self._bdt, self._cdt = dt, bdt, cdt
+        self._b_vnni, self._beta, self._batch = b_vnni, beta, batch
+        self._fn = f"pytpp.tpp.{kind} handle"
+        self._v = vnni_group(dt)
+        self._kq = -(-k // self._v)
+        self._b_shape = (self._kq, n, self._v) if b_vnni else (k, n)
+        self._family = "bf16" if dt == BF16 else "i8"
+
+    @property
+    def isa(self) -> str:
+        return self._isa
+
+    def __repr__(self) -> str:
+        d = ", ".join(f"{k}={v}" for k, v in self.descriptor.items())
+        return f"<pytpp {self.kind_name} kernel {d} isa={self._isa}>"
+
+    def __reduce__(self):
+        return (_cache.rebuild, self._recipe)
+
+    # operand checks -------------------------------------------------------------------------
+    def _dtype_ok(self, x, want, name):
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"{self._fn}: {name} must be a numpy array, got {type(x).__name__}")
+        ok = x.dtype in (I8, U8) if want in (I8, U8) else x.dtype == want
+        if not ok:
+            raise TypeError(f"{self._fn}: {name} has dtype {x.dtype}; expected "
+                            f"{'int8 or uint8' if want in (I8, U8) else want}")
+        if not x.dtype.isnative:
+            raise ValueError(f"{self._fn}: {name} has non-native byte order")
+        if any(s % x.itemsize for s in x.strides):
+            raise ValueError(f"{self._fn}: {name} has strides {x.strides} that are not whole "
+                             f"elements")
+
+    def _block(self, x, shape, name):
+        if x.shape != shape:
+            raise ValueError(f"{self._fn}: {name} has shape {x.shape}; expected {shape}")
+
+    def _c(self, c):
+        if not isinstance(c, np.ndarray):
+            raise TypeError(f"{self._fn}: c must be a numpy array, got {type(c).__name__}")
+        if c.dtype != self._cdt:
+            raise TypeError(f"{self._fn}: c has dtype {c.dtype}; expected {self._cdt}")
+        self._block(c, (self._m, self._n), "c")
+        if not c.flags.writeable:
+            raise ValueError(f"{self._fn}: c is read-only")
+        if not c.dtype.isnative:
+            raise ValueError(f"{self._fn}: c has non-native byte order")
+
+    def _b_geom(self, strides, esz):
+        """(g, rs_g, rs_e, cs) of one B block from its element strides."""
+        if self._b_vnni:
+            return (self._v, strides[-3] // esz, strides[-1] // esz, strides[-2] // esz)
+        return (1, strides[-2] // esz, 0, strides[-1] // esz)
+
+    # calls -------------------------------------------------------------------------------------
+    def __call__(self, *args: Any) -> Array:
+        m, n, k = self._m, self._n, self._k
+        mode = self._batch
+        a_shape = (m, k)
+        if self.kind_name == "gemm":
+            if len(args) != 3:
+                raise TypeError(f"{self._fn}: call it as h(a, b, c), got {len(args)} arguments")
+            a, b, c = args
+            for x, name, want in ((a, "a", self._dt), (b, "b", self._bdt)):
+                self._dtype_ok(x, want, name)
+            self._block(a, a_shape, "a")
+            self._block(b, self._b_shape, "b")
+            a, b = a[None], b[None]
+            count, mode, sa, sb, oa, ob = 1, "stride", 0, 0, None, None
+        elif mode == "stride":
+            if len(args) != 4:
+                raise TypeError(f"{self._fn}: call it as h(a, b, c, count), got {len(args)} "
+                                f"arguments")
+            a, b, c, count = args
+            count = _validate.nonneg_int(count, "count", self._fn)
+            for x, name, want in ((a, "a", self._dt), (b, "b", self._bdt)):
+                self._dtype_ok(x, want, name)
+            if a.ndim != 3 or a.shape[1:] != a_shape or a.shape[0] < count:
+                raise ValueError(f"{self._fn}: a has shape {a.shape}; expected ({count}, {m}, {k})")
+            if b.shape[1:] != self._b_shape or b.shape[0] < count:
+                raise ValueError(f"{self._fn}: b has shape {b.shape}; expected "
+                                 f"{(count,) + self._b_shape}")
+            sa, sb = a.strides[0] // a.itemsize, b.strides[0] // b.itemsize
+            oa = ob = None
+        elif mode == "offset":
+            if len(args) != 5:
+                raise TypeError(f"{self._fn}: call it as h(a, b, c, a_offsets, b_offsets), got "
+                                f"{len(args)} arguments")
+            a, b, c, oa, ob = args
+            for x, name, want in ((a, "a", self._dt), (b, "b", self._bdt)):
+                self._dtype_ok(x, want, name)
+                if not x.flags.c_contiguous:
+                    raise ValueError(f"{self._fn}: {name} must be C-contiguous in offset mode")
+            oa, ob = self._offsets(oa, "a_offsets", a.size, m * k), \
+                self._offsets(ob, "b_offsets", b.size, int(np.prod(self._b_shape)))
+            if len(oa) != len(ob):
+                raise ValueError(f"{self._fn}: a_offsets has {len(oa)} entries, b_offsets "
+                                 f"{len(ob)}")
+            count, sa, sb = len(oa), 0, 0
+            a = a.reshape(-1)
+            b = b.reshape(-1)
+        else:
+            if len(args) != 3:
+                raise TypeError(f"{self._fn}: call it as h(a_list, b_list, c), got {len(args)} "
+                                f"arguments")
+            al, bl, c = args
+            al, bl = list(al), list(bl)
+            if len(al) != len(bl):
+                raise ValueError(f"{self._fn}: {len(al)} A blocks but {len(bl)} B blocks")
+            for i, (x, y) in enumerate(zip(al, bl)):
+                self._dtype_ok(x, self._dt, f"a_list[{i}]")
+                self._dtype_ok(y, self._bdt, f"b_list[{i}]")
+                self._block(x, a_shape, f"a_list[{i}]")
+                self._block(y, self._b_shape, f"b_list[{i}]")
+            self._same_types(al, "a_list")
+            self._same_types(bl, "b_list")
+            # one set of strides serves every block: blocks laid out differently are copied
+            if len({x.strides for x in al}) > 1 or len({y.strides for y in bl}) > 1:
+                al = [np.ascontiguousarray(x) for x in al]
+                bl = [np.ascontiguousarray(y) for y in bl]
+            count, sa, sb, oa, ob = len(al), 0, 0, None, None
+            if not al:
+                a = np.zeros(a_shape, self._dt if self._dt == BF16 else U8)
+                b = np.zeros(self._b_shape, self._bdt if self._bdt == BF16 else I8)
+            else:
+                a, b = al[0], bl[0]
+        self._c(c)
+        esz = a.itemsize
+        a_strides = (a.strides[-2] // esz, a.strides[-1] // esz) if a.ndim >= 2 else (k, 1)
+        b_geom = self._b_geom(b.strides, esz) if b.ndim >= 2 else (
+            (self._v, n * self._v, 1, self._v) if self._b_vnni else (1, n, 0, 1))
+        # C: written in place when it has unit column stride and shares no memory with A or B
+        target = c
+        inputs = (al + bl) if mode == "address" else (a, b)
+        if c.strides[-1] != c.itemsize or any(np.may_share_memory(c, x) for x in inputs):
+            target = np.array(c, order="C") if self._beta else np.empty((m, n), c.dtype)
+        geom = (m, n, k, *a_strides, *b_geom, target.strides[0] // target.itemsize,
+                _TYPE[a.dtype], _TYPE[b.dtype],
+                _lowp.I32 if self._cdt == I32 else (_lowp.F32 if self._cdt == F32 else _lowp.BF16),
+                int(self._beta))
+        _lowp.run(self._isa_idx, _forced[self._family], al if mode == "address" else a,
+                  bl if mode == "address" else b, target, geom, _MODES[mode], count, sa, sb,
+                  oa, ob, None)
+        if target is not c:
+            c[...] = target
+        return c
+
+    def _same_types(self, xs, name):
+        if len({x.dtype for x in xs}) > 1:
+            raise TypeError(f"{self._fn}: the blocks of {name} mix dtypes "
+                            f"{sorted({str(x.dtype) for x in xs})}")
+
+    def _offsets(self, off, name, size, extent):
+        o = np.asarray(off)
+        if o.ndim != 1 or (o.size and o.dtype.kind not in "iu"):
+            raise TypeError(f"{self._fn}: {name} must be a 1-D array of integers")
+        o = np.ascontiguousarray(o, dtype=np.int64)
+        if o.size and (o.min() < 0 or o.max() + extent > size):
+            raise ValueError(f"{self._fn}: {name} must lie in [0, {size - extent}] (blocks of "
+                             f"{extent} elements in {size}); got [{o.min()}, {o.max()}]")
+        return o
+
+
+def handle(kind, m, n, k, dtype, b_dtype, out_dtype, b_vnni, beta, batch, fn, factory):
+    """The cached low-precision handle of a descriptor (tpp.brgemm / tpp.gemm with a bf16 or
+    8-bit dtype)."""
+    m, n, k = (_validate.nonneg_int(v, name, fn) for v, name in ((m, "m"), (n, "n"), (k, "k")))
+    dt, bdt, cdt = check_lowp_dtypes(dtype, b_dtype, out_dtype, fn)
+    try:
+        beta = float(beta)
+    except (TypeError, ValueError):
+        raise TypeError(f"{fn}: beta must be a real number, got {beta!r}") from None
+    if beta not in (0.0, 1.0):
+        raise ValueError(f"{fn}: beta must be 0 or 1 for {dt} operands, got {beta}")
+    if batch not in _MODES:
+        raise ValueError(f"{fn}: batch must be one of {tuple(_MODES)}, got {batch!r}")
+    b_vnni = bool(b_vnni)
+    isa = _runtime.get_isa()
+    key = (kind, "lowp", m, n, k, dt.name, bdt.name, cdt.name, b_vnni, beta, batch, isa)
+    kern = _cache.lookup(key)
+    if kern is None:
+        desc = dict(m=m, n=n, k=k, dtype=dt.name, b_dtype=bdt.name, out_dtype=cdt.name,
+                    b_vnni=b_vnni, beta=beta)
+        if kind == "brgemm":
+            desc["batch"] = batch
+        kern = LowpKernel(kind, m, n, k, dt, bdt, cdt, b_vnni, beta, batch, isa, desc)
+        kern._recipe = (factory, (m, n, k, dt), {key_: v for key_, v in desc.items()
+                                                   if key_ not in ("m", "n", "k", "dtype")})
+        kern = _cache.store(key, kern)
+    return kern
+
+
+def float_only(fn, b_dtype, out_dtype, b_vnni, dt):
+    """The low-precision arguments of tpp.brgemm / tpp.gemm given with a float dtype: only
+    their defaults (or dt itself) are accepted."""
+    for name, v in (("b_dtype", b_dtype), ("out_dtype", out_dtype)):
+        if v is not None and np.dtype(v) != dt:
+            raise TypeError(f"{fn}: {name}={np.dtype(v)} needs dtype bfloat16, int8 or uint8 "
+                            f"(float handles are {dt} throughout)")
+    if b_vnni:
+        raise ValueError(f"{fn}: b_vnni applies to bfloat16 and 8-bit dtypes, not {dt}")
+
+
+def is_lowp(dtype) -> bool:
+    try:
+        return np.dtype(dtype) in LOWP_DTYPES
+    except TypeError:
+        return False
+
+
+def no_float_knobs(fn, **given):
+    """Descriptor arguments the low-precision handles do not take (they read packed rows)."""
+    for name, (value, default) in given.items():
+        if value != default:
+            raise ValueError(f"{fn}: {name}={value!r} is not supported for bfloat16 / 8-bit "
+                             f"handles (operands are passed as arrays with their own strides)")
