@@ -10,7 +10,8 @@ from libc.stdint cimport int64_t, uint32_t
 from libc.stdlib cimport malloc, free
 from pytpp._core.cengine cimport *
 from pytpp._core.celtwise cimport PYTPP_EW_N_UNARY, PYTPP_EW_N_BINARY
-from pytpp._core.cdispatch cimport (pytpp_levels, pytpp_level_kernels, pytpp_bf16_select,
+from pytpp._core.cdispatch cimport (pytpp_i8_kernel_list, PYTPP_I8_NKERNELS,
+                                     pytpp_levels, pytpp_level_kernels, pytpp_bf16_select,
                                      pytpp_bf16_kernels, pytpp_dispatch_missing, PYTPP_BF16_AUTO,
                                      PYTPP_BF16_NKERNELS)
 from pytpp._core.cengine cimport pytpp_table_info
@@ -150,8 +151,13 @@ cdef peak_fn _peak_kernel(str kind) except? NULL:
         if _best >= PYTPP_ISA_AVX512 and _features & PYTPP_FEAT_AVX512_BF16:
             return pytpp_peak_bf16_dot_avx512
     elif kind == "int8":
+        # the instruction the 8-bit kernels of the best level run: vpdpbusd, else vpmaddwd
         if _best >= PYTPP_ISA_AVX512 and _features & PYTPP_FEAT_AVX512_VNNI:
             return pytpp_peak_int8_dot_avx512
+        if _best >= PYTPP_ISA_AVX512:
+            return pytpp_peak_int8_madd_avx512
+        if _best >= PYTPP_ISA_AVX2:
+            return pytpp_peak_int8_madd_avx2
     else:
         raise ValueError(f"unknown peak kind {kind!r}")
     return NULL
@@ -278,4 +284,13 @@ def bf16_tables():
     res = {}
     for i in range(1, PYTPP_BF16_NKERNELS):
         res[pytpp_bf16_kernels[i].name.decode()] = table_info(&pytpp_bf16_kernels[i].kt.info)
+    return res
+
+
+def i8_tables():
+    """{name: info} of every 8-bit GEMM table (dispatch.h's list), whatever this CPU runs."""
+    cdef int i
+    res = {}
+    for i in range(1, PYTPP_I8_NKERNELS):
+        res[pytpp_i8_kernel_list[i].name.decode()] = table_info(&pytpp_i8_kernel_list[i].kt.info)
     return res

@@ -1,7 +1,7 @@
 # The one dispatch table (pytpp/_core/include/pytpp/dispatch.h): every kernel family's table per
 # ISA level. The glue modules read kernels only from here, through _runtime's level().
 from libc.stdint cimport uint32_t
-from pytpp._core.cengine cimport pytpp_gemm_kernels, PYTPP_NDTYPES, PYTPP_NISA
+from pytpp._core.cengine cimport pytpp_table_info, pytpp_gemm_kernels, PYTPP_NDTYPES, PYTPP_NISA
 from pytpp._core._matmul cimport pytpp_pk_kernels
 from pytpp._core.csmallgemm cimport pytpp_smm_kernels
 from pytpp._core.celtwise cimport pytpp_ew_kernels
@@ -12,6 +12,7 @@ from pytpp._core.cembedding cimport pytpp_embedding_kernels
 cdef extern from "pytpp/gemm_lowp.h" nogil:
     ctypedef struct pytpp_i8_kernels:
         const char *name
+        pytpp_table_info info
         int vl, nv_main, mr_main, group
 
 cdef extern from "pytpp/dispatch.h" nogil:

@@ -1,0 +1,93 @@
+"""bf16 BRGEMM / GEMM handles: every kernel path gives the same bits (the vdpbf16ps rule, as
+pytpp.matmul's bf16 kernels), within the fp32-accumulation bound of a float64 reference."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import pytpp
+from pytpp._core import _lowp as _core_lowp
+from pytpp.tpp import _lowp
+
+BF16 = ml_dtypes.bfloat16
+
+
+def bf16(rng, shape):
+    return rng.standard_normal(shape).astype(BF16)
+
+
+def kernels():
+    return [k for k in _core_lowp.BF16_KERNELS[1:]
+            if k in pytpp._core._matmul.bf16_kernels_available()]
+
+
+@pytest.mark.parametrize("m,n,k,count", [(1, 1, 1, 1), (7, 17, 33, 3), (64, 64, 64, 4),
+                                         (13, 40, 300, 2), (65, 9, 6, 1)])
+def test_paths_agree_bit_for_bit(isa, rng, m, n, k, count):
+    a, b = bf16(rng, (count, m, k)), bf16(rng, (count, k, n))
+    h = pytpp.tpp.brgemm(m, n, k, dtype=BF16, beta=0.0)
+    results = {}
+    for kern in kernels():
+        with _lowp.using_kernel(kern, "bf16"):
+            results[kern] = h(a, b, np.empty((m, n), np.float32), count).copy()
+    first = next(iter(results.values()))
+    for kern, c in results.items():
+        np.testing.assert_array_equal(c.view(np.uint32), first.view(np.uint32), err_msg=kern)
+    ref = np.einsum("bik,bkj->ij", a.astype(np.float64), b.astype(np.float64))
+    mag = np.einsum("bik,bkj->ij", np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    # products of bf16 values are exact in fp32; each of the count*k additions rounds once
+    assert (np.abs(first - ref) <= count * k * 2.0 ** -24 * mag + 1e-30).all()
+
+
+def test_one_block_equals_matmul(isa, rng):
+    # one product: the same chain per output as pytpp.matmul's bf16 kernels, so the same bits
+    m, n, k = 37, 29, 91
+    a, b = bf16(rng, (m, k)), bf16(rng, (k, n))
+    g = pytpp.tpp.gemm(m, n, k, dtype=BF16, beta=0.0)
+    c = g(a, b, np.empty((m, n), np.float32))
+    np.testing.assert_array_equal(c.view(np.uint32), pytpp.matmul(a, b).view(np.uint32))
+
+
+def test_vnni_b_and_batch_modes(isa, rng):
+    m, n, k = 9, 14, 23
+    a, b = bf16(rng, (5, m, k)), bf16(rng, (5, k, n))
+    want = pytpp.tpp.brgemm(m, n, k, dtype=BF16, beta=0.0)(a, b, np.empty((m, n), np.float32), 5)
+    bv = pytpp.linalg.vnni_pack(b)
+    assert bv.shape == (5, 12, n, 2)
+    hv = pytpp.tpp.brgemm(m, n, k, dtype=BF16, beta=0.0, b_vnni=True)
+    np.testing.assert_array_equal(hv(a, bv, np.empty((m, n), np.float32), 5), want)
+    ho = pytpp.tpp.brgemm(m, n, k, dtype=BF16, beta=0.0, batch="offset")
+    np.testing.assert_array_equal(
+        ho(a, b, np.empty((m, n), np.float32), np.arange(5) * m * k, np.arange(5) * k * n), want)
+    ha = pytpp.tpp.brgemm(m, n, k, dtype=BF16, beta=0.0, batch="address")
+    np.testing.assert_array_equal(ha(list(a), list(b), np.empty((m, n), np.float32)), want)
+
+
+def test_bf16_out_is_the_float32_result_rounded(isa, rng):
+    m, n, k = 8, 19, 40
+    a, b = bf16(rng, (2, m, k)), bf16(rng, (2, k, n))
+    f32 = pytpp.tpp.brgemm(m, n, k, dtype=BF16, beta=0.0)(a, b, np.empty((m, n), np.float32), 2)
+    hb = pytpp.tpp.brgemm(m, n, k, dtype=BF16, beta=0.0, out_dtype=BF16)
+    c = hb(a, b, np.empty((m, n), BF16), 2)
+    np.testing.assert_array_equal(c.view(np.uint16), f32.astype(BF16).view(np.uint16))
+    # beta = 1 on a bf16 C: C widened, accumulated in fp32, rounded once
+    c0 = bf16(rng, (m, n))
+    h1 = pytpp.tpp.brgemm(m, n, k, dtype=BF16, beta=1.0, out_dtype=BF16)
+    c1 = h1(a, b, c0.copy(), 2)
+    assert np.abs(c1.astype(np.float64) - (f32 + c0.astype(np.float32))).max() <= \
+        2.0 ** -8 * np.abs(f32 + c0.astype(np.float32)).max() + 1e-6
+
+
+def test_bad_input(rng):
+    m, n, k = 4, 5, 6
+    h = pytpp.tpp.brgemm(m, n, k, dtype=BF16, beta=0.0)
+    a, b = bf16(rng, (1, m, k)), bf16(rng, (1, k, n))
+    c = np.full((m, n), 2.0, np.float32)
+    for args, err in [((a.astype(np.float32), b, c, 1), TypeError),
+                      ((a, b.astype(np.float16), c, 1), TypeError),
+                      ((a, b, c.astype(np.float64), 1), TypeError),
+                      ((a, pytpp.linalg.vnni_pack(b), c, 1), ValueError)]:
+        with pytest.raises(err):
+            h(*args)
+        assert (c == 2.0).all()
+    with pytest.raises(TypeError, match="b_dtype"):
+        pytpp.tpp.brgemm(m, n, k, dtype=BF16, b_dtype=np.int8)
