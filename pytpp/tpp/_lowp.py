@@ -127,7 +127,10 @@ class LowpKernel:
         return (1, strides[-2] // esz, 0, strides[-1] // esz)
 
     # calls -------------------------------------------------------------------------------------
-    def __call__(self, *args: Any) -> Array:
+    def __call__(self, *args: Any, comp: Array | None = None) -> Array:
+        """Run the product (see the class). `comp`: int32 (n,) values added to every row of an
+        int32 C after the sums (the zero-point compensation of asymmetric quantization, e.g.
+        ``-a_zero_point * column sums of B``), in the same pass."""
         m, n, k = self._m, self._n, self._k
         mode = self._batch
         a_shape = (m, k)
@@ -199,6 +202,13 @@ class LowpKernel:
             else:
                 a, b = al[0], bl[0]
         self._c(c)
+        if comp is not None:
+            if self._cdt != I32:
+                raise TypeError(f"{self._fn}: comp applies to 8-bit handles (int32 C)")
+            if not (isinstance(comp, np.ndarray) and comp.dtype == I32 and comp.shape == (n,)
+                    and comp.flags.c_contiguous):
+                raise ValueError(f"{self._fn}: comp must be a C-contiguous int32 array of "
+                                 f"shape ({n},)")
         esz = a.itemsize
         a_strides = (a.strides[-2] // esz, a.strides[-1] // esz) if a.ndim >= 2 else (k, 1)
         b_geom = self._b_geom(b.strides, esz) if b.ndim >= 2 else (
@@ -214,7 +224,7 @@ class LowpKernel:
                 int(self._beta))
         _lowp.run(self._isa_idx, _forced[self._family], al if mode == "address" else a,
                   bl if mode == "address" else b, target, geom, _MODES[mode], count, sa, sb,
-                  oa, ob, None)
+                  oa, ob, comp)
         if target is not c:
             c[...] = target
         return c

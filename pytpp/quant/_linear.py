@@ -1,0 +1,192 @@
+"""Quantized dense layers for inference: int8 weights packed once, activations quantized on the
+fly (dynamic quantization), the int32 product on the 8-bit kernels, then dequantize -> bias ->
+activation on the result."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from pytpp import _validate
+from pytpp._typing import Array, ArrayLike
+from pytpp.linalg._lowp import vnni_pack
+from pytpp.nn import _activations
+from pytpp.tpp._gemm import brgemm as _brgemm_handle
+
+_ACTS = (None, "relu", "gelu")
+F32 = np.dtype(np.float32)
+I32 = np.dtype(np.int32)
+
+
+def _activate(y, activation):
+    if activation == "relu":
+        _activations.relu(y, out=y)
+    elif activation == "gelu":
+        _activations.gelu(y, out=y)
+    return y
+
+
+def _dynamic_qparams(x):
+    """Per-tensor uint8 parameters of x: its range with 0 in it onto [0, 255]."""
+    lo = min(float(x.min()), 0.0)
+    hi = max(float(x.max()), 0.0)
+    scale = (hi - lo) / 255.0 if hi > lo else 1.0
+    zp = int(min(255, max(0, round(-lo / scale))))
+    return scale, zp
+
+
+class QuantizedLinear:
+    """``act(x @ weight.T + bias)`` with weight int8 (symmetric; per output channel by default)
+    and x quantized to uint8 per tensor for each call (dynamic quantization).
+
+    The weight (torch's (out_features, in_features) layout, float32) is copied, quantized and
+    packed in VNNI quads once; its column sums make the activations' zero point one add per
+    output in the product's pass. The error against the float32 layer is that of rounding x and
+    w to 8 bits (docs/quant.md states the bound and measures it).
+
+    Parameters
+    ----------
+    weight : (out_features, in_features) array_like
+    bias : (out_features,) array_like, optional
+    per_channel : bool
+        One weight scale per output channel (default), else one for the whole matrix.
+    activation : None, "relu" or "gelu"
+        Applied after the bias (gelu: the exact erf form).
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> rng = np.random.default_rng(0)
+    >>> w = rng.standard_normal((8, 16)).astype(np.float32)
+    >>> x = rng.standard_normal((4, 16)).astype(np.float32)
+    >>> layer = pytpp.quant.QuantizedLinear(w)
+    >>> bool(np.abs(layer(x) - x @ w.T).max() < 0.1 * np.abs(x @ w.T).max())
+    True
+    """
+
+    def __init__(self, weight: ArrayLike, bias: ArrayLike | None = None, *,
+                 per_channel: bool = True, activation: str | None = None):
+        fn = "pytpp.quant.QuantizedLinear"
+        w = np.array(weight, dtype=np.float32, copy=True)
+        if w.ndim != 2:
+            raise ValueError(f"{fn}: weight must be 2-D (out_features, in_features), got shape "
+                             f"{w.shape}")
+        if not np.all(np.isfinite(w)):
+            raise ValueError(f"{fn}: weight holds NaN or inf")
+        if activation not in _ACTS:
+            raise ValueError(f"{fn}: activation must be one of {_ACTS}, got {activation!r}")
+        out_f, in_f = w.shape
+        if bias is not None:
+            bias = np.array(bias, dtype=np.float32, copy=True)
+            if bias.shape != (out_f,):
+                raise ValueError(f"{fn}: bias has shape {bias.shape}; expected ({out_f},)")
+        amax = np.abs(w).max(axis=1) if per_channel else np.full(out_f, np.abs(w).max())
+        w_scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float64)
+        wq = np.clip(np.rint(w / w_scale[:, None]), -127, 127).astype(np.int8)
+        self.in_features, self.out_features = in_f, out_f
+        self.per_channel = bool(per_channel)
+        self.activation = activation
+        self.bias = bias
+        self.weight_scale = w_scale
+        self.weight_q = wq                              # (out, in) int8, torch's layout
+        self._packed = vnni_pack(wq.T)                  # (ceil(in/4), out, 4)
+        self._colsum = wq.sum(axis=1, dtype=np.int64)   # sum over k of each output's weights
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_packed")
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._packed = vnni_pack(self.weight_q.T)
+
+    def __repr__(self) -> str:
+        return (f"QuantizedLinear(in_features={self.in_features}, "
+                f"out_features={self.out_features}, per_channel={self.per_channel}, "
+                f"activation={self.activation!r})")
+
+    def __call__(self, x: ArrayLike) -> Array:
+        return self.forward(x)
+
+    def forward(self, x: ArrayLike, x_scale: float | None = None,
+                x_zero_point: int | None = None) -> Array:
+        """float32 (..., in_features) -> float32 (..., out_features); x may also be uint8 with
+        its `x_scale` and `x_zero_point` (an already quantized activation)."""
+        fn = "pytpp.quant.QuantizedLinear"
+        x = np.asarray(x)
+        if x.ndim < 1 or x.shape[-1] != self.in_features:
+            raise ValueError(f"{fn}: x has shape {x.shape}; expected (..., {self.in_features})")
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, self.in_features)
+        if x.dtype == np.uint8:
+            if x_scale is None or x_zero_point is None:
+                raise ValueError(f"{fn}: a uint8 x needs x_scale and x_zero_point")
+            scale = _validate.real_arg(x_scale, "x_scale", fn, lo=0.0, lo_open=True)
+            zp = int(x_zero_point)
+            if not 0 <= zp <= 255:
+                raise ValueError(f"{fn}: x_zero_point must lie in [0, 255], got {zp}")
+            q = x2
+        else:
+            if x.dtype.kind != "f":
+                raise TypeError(f"{fn}: x has dtype {x.dtype}; expected float32 (or uint8)")
+            xf = x2.astype(np.float32, copy=False)
+            if not np.all(np.isfinite(xf)):
+                raise ValueError(f"{fn}: x holds NaN or inf")
+            scale, zp = _dynamic_qparams(xf) if xf.size else (1.0, 0)
+            q = self._quantize(xf, scale, zp)
+        y = self._product(q, scale, zp)
+        return y.reshape(lead + (self.out_features,))
+
+    @staticmethod
+    def _quantize(x, scale, zp):
+        t = np.multiply(x, np.float32(1.0 / scale), dtype=np.float32)
+        np.rint(t, out=t)
+        t += np.float32(zp)
+        np.clip(t, 0, 255, out=t)
+        return t.astype(np.uint8)
+
+    def _product(self, q, scale, zp):
+        m, n, k = q.shape[0], self.out_features, self.in_features
+        acc = np.empty((m, n), I32)
+        comp = np.ascontiguousarray((-zp * self._colsum).astype(I32))
+        h = _brgemm_handle(m, n, k, dtype=np.uint8, b_dtype=np.int8, beta=0.0, b_vnni=True)
+        h(q[None], self._packed[None], acc, 1, comp=comp)
+        y = np.multiply(acc, (scale * self.weight_scale).astype(np.float32), dtype=np.float32)
+        if self.bias is not None:
+            y += self.bias
+        return _activate(y, self.activation)
+
+
+class QuantizedMLP:
+    """A chain of :class:`QuantizedLinear` layers: each layer's output is quantized to uint8
+    for the next one (the activations stay 8-bit between the products).
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> rng = np.random.default_rng(1)
+    >>> layers = [pytpp.quant.QuantizedLinear(rng.standard_normal((16, 8)), activation="relu"),
+    ...           pytpp.quant.QuantizedLinear(rng.standard_normal((4, 16)))]
+    >>> pytpp.quant.QuantizedMLP(layers)(rng.standard_normal((3, 8)).astype(np.float32)).shape
+    (3, 4)
+    """
+
+    def __init__(self, layers: Sequence[QuantizedLinear]):
+        layers = list(layers)
+        fn = "pytpp.quant.QuantizedMLP"
+        if not layers or not all(isinstance(l, QuantizedLinear) for l in layers):
+            raise TypeError(f"{fn}: layers must be a non-empty list of QuantizedLinear")
+        for i, (l0, l1) in enumerate(zip(layers, layers[1:])):
+            if l0.out_features != l1.in_features:
+                raise ValueError(f"{fn}: layer {i} gives {l0.out_features} features, layer "
+                                 f"{i + 1} takes {l1.in_features}")
+        self.layers = layers
+
+    def __call__(self, x: ArrayLike) -> Array:
+        y = np.asarray(x)
+        for layer in self.layers:
+            y = layer(y)
+        return y
+
+    forward = __call__
