@@ -30,12 +30,16 @@ cdef extern from "pytpp/gemm_lowp.h" nogil:
         int64_t ldc
         int a_type, b_type, c_type
         int accumulate
+        int b_packed
     ctypedef struct pytpp_lowp_kernels:
         const pytpp_i8_kernels *i8
         const pytpp_pk_kernels *bf16
     int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *a,
                           const void *b, void *c, const pytpp_batch *batch, const int32_t *comp,
                           int nthreads)
+    int64_t pytpp_lowp_packed_bytes(const pytpp_lowp_kernels *ks, int64_t k, int64_t n)
+    void pytpp_lowp_pack_b(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *b,
+                           void *dst)
 
 U8, S8, BF16, I32, F32 = PYTPP_LP_U8, PYTPP_LP_S8, PYTPP_LP_BF16, PYTPP_LP_I32, PYTPP_LP_F32
 # kernel choice (dispatch.h enum pytpp_i8_kernel / pytpp_bf16_kernel): 0 = the level's best
@@ -77,15 +81,43 @@ def kernel_name(int isa, int which, int a_type, int b_type):
 
 
 
+cdef int fill_desc(pytpp_lowp_desc *d, tuple geom) except -1:
+    (d.m, d.n, d.k, d.rsa, d.csa, d.g, d.rs_g, d.rs_e, d.cs, d.ldc, d.a_type, d.b_type,
+     d.c_type, d.accumulate) = geom[:14]
+    d.b_packed = geom[14] if len(geom) > 14 else 0
+    return 0
+
+
+def packed_bytes(int isa, int which, int a_type, int b_type, int64_t k, int64_t n):
+    """Bytes of a k x n B pre-packed for the kernels a call with these arguments runs."""
+    cdef pytpp_lowp_kernels ks
+    select(isa, which, a_type, b_type, &ks)
+    return pytpp_lowp_packed_bytes(&ks, k, n)
+
+
+def pack_b(int isa, int which, tuple geom, cnp.ndarray b, cnp.ndarray dst):
+    """Pack B (geom as for `run`; its k, n, B layout and types) into dst (uint8, at least
+    packed_bytes long) for those kernels."""
+    cdef pytpp_lowp_desc d
+    fill_desc(&d, geom)
+    cdef pytpp_lowp_kernels ks
+    select(isa, which, d.a_type, d.b_type, &ks)
+    if cnp.PyArray_NBYTES(dst) < pytpp_lowp_packed_bytes(&ks, d.k, d.n):
+        raise ValueError("pack_b: dst is too small")
+    cdef const void *pb = cnp.PyArray_DATA(b)
+    cdef void *pd = cnp.PyArray_DATA(dst)
+    with nogil:
+        pytpp_lowp_pack_b(&ks, &d, pb, pd)
+
+
 def run(int isa, int which, object a, object b, cnp.ndarray c, tuple geom, int mode,
         int64_t count, int64_t stride_a, int64_t stride_b, object off_a, object off_b,
         object comp):
     """One BRGEMM. geom = (m, n, k, rsa, csa, g, rs_g, rs_e, cs, ldc, a_type, b_type, c_type,
-    accumulate), strides in elements. mode 0 stride (a, b arrays at their first block), 1 offset
+    accumulate[, b_packed]), strides in elements. mode 0 stride (a, b arrays at their first block), 1 offset
     (off_a / off_b int64 arrays), 2 address (a, b sequences of arrays)."""
     cdef pytpp_lowp_desc d
-    (d.m, d.n, d.k, d.rsa, d.csa, d.g, d.rs_g, d.rs_e, d.cs, d.ldc, d.a_type, d.b_type,
-     d.c_type, d.accumulate) = geom
+    fill_desc(&d, geom)
     cdef pytpp_lowp_kernels ks
     select(isa, which, d.a_type, d.b_type, &ks)
     cdef pytpp_batch bt

@@ -11,7 +11,7 @@ from pytpp import _validate
 from pytpp._typing import Array, ArrayLike
 from pytpp.linalg._lowp import vnni_pack
 from pytpp.nn import _activations
-from pytpp.tpp._gemm import brgemm as _brgemm_handle
+from pytpp.tpp._smallgemm import gemm as _gemm_handle
 
 _ACTS = (None, "relu", "gelu")
 F32 = np.dtype(np.float32)
@@ -89,17 +89,24 @@ class QuantizedLinear:
         self.bias = bias
         self.weight_scale = w_scale
         self.weight_q = wq                              # (out, in) int8, torch's layout
-        self._packed = vnni_pack(wq.T)                  # (ceil(in/4), out, 4)
         self._colsum = wq.sum(axis=1, dtype=np.int64)   # sum over k of each output's weights
+        self._pack()
+
+    def _pack(self):
+        """The weights in VNNI quads, packed once more for the kernels' panels (lazily, per
+        kernel) by the GEMM handle: no per-call packing of the constant operand."""
+        self._packed = {}
+        self._vnni = vnni_pack(self.weight_q.T)        # (ceil(in/4), out, 4)
 
     def __getstate__(self):
         state = self.__dict__.copy()
         state.pop("_packed")
+        state.pop("_vnni")
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._packed = vnni_pack(self.weight_q.T)
+        self._pack()
 
     def __repr__(self) -> str:
         return (f"QuantizedLinear(in_features={self.in_features}, "
@@ -150,8 +157,12 @@ class QuantizedLinear:
         m, n, k = q.shape[0], self.out_features, self.in_features
         acc = np.empty((m, n), I32)
         comp = np.ascontiguousarray((-zp * self._colsum).astype(I32))
-        h = _brgemm_handle(m, n, k, dtype=np.uint8, b_dtype=np.int8, beta=0.0, b_vnni=True)
-        h(q[None], self._packed[None], acc, 1, comp=comp)
+        h = _gemm_handle(m, n, k, dtype=np.uint8, b_dtype=np.int8, beta=0.0, b_vnni=True)
+        # the packed weights serve any m: keyed by the handle's (n, k) only
+        packed = self._packed.get(h.isa)
+        if packed is None:
+            packed = self._packed[h.isa] = h.pack(self._vnni)
+        h(q, packed, acc, comp=comp)
         y = np.multiply(acc, (scale * self.weight_scale).astype(np.float32), dtype=np.float32)
         if self.bias is not None:
             y += self.bias

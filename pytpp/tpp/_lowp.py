@@ -59,6 +59,40 @@ def check_lowp_dtypes(dtype, b_dtype, out_dtype, fn):
     return dt, bdt, cdt
 
 
+class LowpPackedB:
+    """A constant B (weights) packed for the low-precision kernels once: what
+    :meth:`LowpKernel.pack` returns and a GEMM handle takes in place of B. It keeps a copy of
+    B and packs it again for another kernel (another ISA level or operand signedness)."""
+
+    def __init__(self, kern: "LowpKernel", b: Array):
+        self._b = np.array(b, copy=True, order="C")
+        self.shape = self._b.shape
+        self.dtype = self._b.dtype
+        self._kern = kern
+        self._bufs: dict = {}
+
+    def buffer(self, tag, a_type):
+        """The packed bytes for kernel `tag` = (isa, forced kernel, a_type)."""
+        buf = self._bufs.get(tag)
+        if buf is None:
+            isa, which, _ = tag
+            b = self._b
+            geom = self._kern._geom_for(b, a_type)
+            nbytes = _lowp.packed_bytes(isa, which, a_type, geom[11], self._kern._k,
+                                        self._kern._n)
+            buf = np.empty(nbytes, np.uint8)
+            _lowp.pack_b(isa, which, geom, b, buf)
+            self._bufs[tag] = buf
+        return buf
+
+    def __reduce__(self):
+        return (_repack, (self._kern, self._b))
+
+
+def _repack(kern, b):
+    return LowpPackedB(kern, b)
+
+
 class LowpKernel:
     """A dispatched bf16 or 8-bit BRGEMM (``kind_name == "brgemm"``) or GEMM handle.
 
@@ -138,6 +172,10 @@ class LowpKernel:
             if len(args) != 3:
                 raise TypeError(f"{self._fn}: call it as h(a, b, c), got {len(args)} arguments")
             a, b, c = args
+            if isinstance(b, LowpPackedB):
+                if comp is not None:
+                    self._comp_ok(comp)
+                return self._call_packed(a, b, c, comp)
             for x, name, want in ((a, "a", self._dt), (b, "b", self._bdt)):
                 self._dtype_ok(x, want, name)
             self._block(a, a_shape, "a")
@@ -203,12 +241,7 @@ class LowpKernel:
                 a, b = al[0], bl[0]
         self._c(c)
         if comp is not None:
-            if self._cdt != I32:
-                raise TypeError(f"{self._fn}: comp applies to 8-bit handles (int32 C)")
-            if not (isinstance(comp, np.ndarray) and comp.dtype == I32 and comp.shape == (n,)
-                    and comp.flags.c_contiguous):
-                raise ValueError(f"{self._fn}: comp must be a C-contiguous int32 array of "
-                                 f"shape ({n},)")
+            self._comp_ok(comp)
         esz = a.itemsize
         a_strides = (a.strides[-2] // esz, a.strides[-1] // esz) if a.ndim >= 2 else (k, 1)
         b_geom = self._b_geom(b.strides, esz) if b.ndim >= 2 else (
@@ -225,6 +258,53 @@ class LowpKernel:
         _lowp.run(self._isa_idx, _forced[self._family], al if mode == "address" else a,
                   bl if mode == "address" else b, target, geom, _MODES[mode], count, sa, sb,
                   oa, ob, comp)
+        if target is not c:
+            c[...] = target
+        return c
+
+    def _comp_ok(self, comp):
+        if self._cdt != I32:
+            raise TypeError(f"{self._fn}: comp applies to 8-bit handles (int32 C)")
+        if not (isinstance(comp, np.ndarray) and comp.dtype == I32 and comp.shape == (self._n,)
+                and comp.flags.c_contiguous):
+            raise ValueError(f"{self._fn}: comp must be a C-contiguous int32 array of shape "
+                             f"({self._n},)")
+
+    def pack(self, b: Array) -> LowpPackedB:
+        """B (of the handle's B shape and an 8-bit / bf16 type) packed once for this handle's
+        kernels: pass the result as B to a GEMM handle (``h(a, packed, c)``) to skip the
+        per-call packing of a constant operand (weights)."""
+        if self.kind_name != "gemm":
+            raise TypeError(f"{self._fn}: pack() serves GEMM handles (pytpp.tpp.gemm)")
+        self._dtype_ok(b, self._bdt, "b")
+        self._block(b, self._b_shape, "b")
+        return LowpPackedB(self, b)
+
+    def _geom_for(self, b, a_type):
+        """The descriptor tuple of a call with a C-contiguous B block `b` (for packing)."""
+        g = self._b_geom(b.strides, b.itemsize)
+        return (self._m, self._n, self._k, self._k, 1, *g, self._n, a_type, _TYPE[b.dtype],
+                _lowp.I32 if self._cdt == I32 else _lowp.F32, 0)
+
+    def _call_packed(self, a, pb, c, comp):
+        self._dtype_ok(a, self._dt, "a")
+        self._block(a, (self._m, self._k), "a")
+        if pb._kern._b_shape != self._b_shape or pb._kern._k != self._k or \
+                pb._kern._n != self._n or pb._kern._family != self._family:
+            raise ValueError(f"{self._fn}: the packed B was made for another shape or type")
+        self._c(c)
+        a_type = _TYPE[a.dtype]
+        tag = (self._isa_idx, _forced[self._family], a_type)
+        buf = pb.buffer(tag, a_type)
+        target = c if c.strides[-1] == c.itemsize and not np.may_share_memory(c, a) else \
+            (np.array(c, order="C") if self._beta else np.empty(c.shape, c.dtype))
+        esz = a.itemsize
+        geom = (self._m, self._n, self._k, a.strides[0] // esz, a.strides[1] // esz, 1, 0, 0, 0,
+                target.strides[0] // target.itemsize, a_type, _TYPE[pb.dtype],
+                _lowp.I32 if self._cdt == I32 else (_lowp.F32 if self._cdt == F32 else _lowp.BF16),
+                int(self._beta), 1)
+        _lowp.run(self._isa_idx, _forced[self._family], a, buf, target, geom, 0, 1, 0, 0, None,
+                  None, comp)
         if target is not c:
             c[...] = target
         return c

@@ -91,6 +91,14 @@ static const char *batch_ptr(const pytpp_batch *bt, const void *base, int64_t i,
     }
 }
 
+/* Where block (k0, n0) of a pre-packed B starts: k blocks one after another, each the whole
+ * width in NR-column panels of its padded depth (every block but the last is LP_KC deep). */
+static int64_t packed_offset(const lp_plan *L, int64_t k0, int64_t kk, int64_t n0)
+{
+    const int64_t npad = round_up(L->d->n, L->nr);
+    return (k0 * npad + k_padded(L, kk) * n0) * L->psz;
+}
+
 /* One thread's part: rows of MR panels [p0, p1), C (4-byte elements) with row stride ldc. */
 static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int64_t ldc,
                    const pytpp_batch *bt, char *bbuf, char *abuf, int64_t p0, int64_t p1, int t,
@@ -103,25 +111,31 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
     const unsigned fp_mode = ftz ? pytpp_ftz_enter() : 0;
     for (int64_t bi = 0; bi < bt->count; ++bi) {
         const char *ai = batch_ptr(bt, a, bi, 0, L->in_a);
-        const char *bib = batch_ptr(bt, b, bi, 1, L->in_b);
+        const char *bib = batch_ptr(bt, b, bi, 1, d->b_packed ? 1 : L->in_b);
         for (int64_t k0 = 0; k0 < k; k0 += LP_KC) {
             const int64_t kk = k - k0 < LP_KC ? k - k0 : LP_KC;
             const int64_t kp = k_padded(L, kk), kd = k_steps(L, kk);
             const int accumulate = d->accumulate || bi > 0 || k0 > 0;
             const char *ak = ai + k0 * d->csa * L->in_a;
-            const char *bk = bib + (k0 / d->g) * d->rs_g * L->in_b;
+            const char *bk = d->b_packed ? bib : bib + (k0 / d->g) * d->rs_g * L->in_b;
             for (int64_t n0 = 0; n0 < n; n0 += L->nc) {
                 const int64_t nn = n - n0 < L->nc ? n - n0 : L->nc;
                 const int64_t npan = (nn + NR - 1) / NR, bpanel = kp * NR * L->psz;
-                for (int64_t q = t; q < npan; q += nt) {
-                    const int64_t cols = nn - q * NR < NR ? nn - q * NR : NR;
-                    pack_b(L, bk + (n0 + q * NR) * d->cs * L->in_b, kk, cols, bbuf + q * bpanel);
-                }
+                char *bblk = bbuf;
+                if (d->b_packed) {
+                    bblk = (char *)bk + packed_offset(L, k0, kk, n0);
+                } else {
+                    for (int64_t q = t; q < npan; q += nt) {
+                        const int64_t cols = nn - q * NR < NR ? nn - q * NR : NR;
+                        pack_b(L, bk + (n0 + q * NR) * d->cs * L->in_b, kk, cols,
+                               bbuf + q * bpanel);
+                    }
 #ifdef _OPENMP
-                if (nt > 1) {
+                    if (nt > 1) {
 #pragma omp barrier
-                }
+                    }
 #endif
+                }
                 /* A: bf16 in MR-row panels; 8-bit as rows of packed lanes (kp values each) */
                 const int64_t apanel = kp * MR * L->psz, mcp = L->mc / MR;
                 for (int64_t pc = p0; pc < p1; pc += mcp) {
@@ -146,17 +160,17 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                             const int64_t rows = m - r * MR < MR ? m - r * MR : MR;
                             if (i8)
                                 i8->ukr[nv - 1][rows - 1][masked](
-                                    kd, abuf + (r - pc) * apanel, kp, bbuf + q * bpanel,
+                                    kd, abuf + (r - pc) * apanel, kp, bblk + q * bpanel,
                                     (int32_t *)(cq + r * MR * ldc * 4), ldc, accumulate, tail);
                             else
                                 L->pk->ukr[nv - 1][rows - 1][masked](
-                                    kd, abuf + (r - pc) * apanel, bbuf + q * bpanel,
+                                    kd, abuf + (r - pc) * apanel, bblk + q * bpanel,
                                     cq + r * MR * ldc * 4, ldc, accumulate, tail);
                         }
                     }
                 }
 #ifdef _OPENMP
-                if (nt > 1) {
+                if (nt > 1 && !d->b_packed) {
 #pragma omp barrier
                 }
 #endif
@@ -171,16 +185,12 @@ static void bf16_round_rows(const float *src, uint16_t *dst, int64_t m, int64_t 
     pytpp_cvt_f32_bf16(src, dst, m, n, n, ldc, 1);
 }
 
-int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *a,
-                      const void *b, void *c, const pytpp_batch *batch, const int32_t *comp,
-                      int nthreads)
+static int lp_plan_init(lp_plan *P, const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d)
 {
-    const int64_t m = d->m, n = d->n;
-    if (m == 0 || n == 0) return 0;
     lp_plan L = {.ks = ks, .d = d};
     if (ks->i8) {
         if (ks->i8->group == 4 && (d->a_type != PYTPP_LP_U8 || d->b_type != PYTPP_LP_S8))
-            return -2;
+            return -1;
         L.group = ks->i8->group;
         L.psz = ks->i8->packed_size;
         L.in_a = L.in_b = 1;
@@ -202,6 +212,43 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
     L.mc = LP_MC_ROWS / L.mr * L.mr;
     if (L.mc < L.mr) L.mc = L.mr;
 
+    *P = L;
+    return 0;
+}
+
+int64_t pytpp_lowp_packed_bytes(const pytpp_lowp_kernels *ks, int64_t k, int64_t n)
+{
+    pytpp_lowp_desc d = {.m = 1, .n = n, .k = k, .a_type = PYTPP_LP_U8, .b_type = PYTPP_LP_S8};
+    if (!ks->i8) d.a_type = d.b_type = PYTPP_LP_BF16;
+    lp_plan L;
+    if (lp_plan_init(&L, ks, &d)) return -1;
+    const int64_t last = k % LP_KC ? k % LP_KC : LP_KC;
+    return packed_offset(&L, k - last, last, round_up(n, L.nr));
+}
+
+void pytpp_lowp_pack_b(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *b,
+                       void *dst)
+{
+    lp_plan L;
+    if (lp_plan_init(&L, ks, d)) return;
+    for (int64_t k0 = 0; k0 < d->k; k0 += LP_KC) {
+        const int64_t kk = d->k - k0 < LP_KC ? d->k - k0 : LP_KC;
+        const char *bk = (const char *)b + (k0 / d->g) * d->rs_g * L.in_b;
+        for (int64_t n0 = 0; n0 < d->n; n0 += L.nr) {
+            const int64_t cols = d->n - n0 < L.nr ? d->n - n0 : L.nr;
+            pack_b(&L, bk + n0 * d->cs * L.in_b, kk, cols, (char *)dst + packed_offset(&L, k0, kk, n0));
+        }
+    }
+}
+
+int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *a,
+                      const void *b, void *c, const pytpp_batch *batch, const int32_t *comp,
+                      int nthreads)
+{
+    const int64_t m = d->m, n = d->n;
+    if (m == 0 || n == 0) return 0;
+    lp_plan L;
+    if (lp_plan_init(&L, ks, d)) return -2;
     /* C in 4-byte elements: the caller's, or fp32 scratch rounded to bf16 at the end */
     const int bf16_out = d->c_type == PYTPP_LP_BF16;
     char *cw = (char *)c;

@@ -55,6 +55,8 @@ typedef struct pytpp_lowp_desc {
     int64_t ldc;
     int a_type, b_type, c_type; /* enum pytpp_lowp_type */
     int accumulate;             /* beta = 1: C += ...; 0: C = ... (C not read) */
+    int b_packed;               /* B_i are whole pre-packed buffers (pytpp_lowp_pack_b), found
+                                 * by the batch in bytes; B layout fields unused */
 } pytpp_lowp_desc;
 
 /* The kernels of one call: an 8-bit table, or a bf16 packed-panel table (gemm_bf16.inc, or the
@@ -71,6 +73,13 @@ typedef struct pytpp_lowp_kernels {
 int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *a,
                       const void *b, void *c, const pytpp_batch *batch, const int32_t *comp,
                       int nthreads);
+
+/* Constant B (weights) packed once for the kernels `ks` (their panel order and blocking):
+ * the buffer's size in bytes for a k x n B, and the packing of d's B (its layout fields and b_type
+ * describe it) into `dst`. A product then passes dst with d->b_packed = 1 and skips packing. */
+int64_t pytpp_lowp_packed_bytes(const pytpp_lowp_kernels *ks, int64_t k, int64_t n);
+void pytpp_lowp_pack_b(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *b,
+                       void *dst);
 
 #ifdef __cplusplus
 }

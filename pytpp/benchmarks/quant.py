@@ -1,0 +1,103 @@
+"""Quantized inference: exact u8 x s8 GEMM and quantized (dynamic) linear layers against
+torch._int_mm, torch's dynamically quantized Linear, onnxruntime MatMulInteger (when
+installed), numpy and pytpp's float32 kernels (ref)."""
+import numpy as np
+
+import pytpp
+
+# BERT-base FFN: (tokens, in, out) both ways
+FFN = ((1, 768, 3072), (32, 768, 3072), (128, 768, 3072), (512, 768, 3072), (128, 3072, 768))
+
+
+def _onnx_matmul_integer():
+    """An onnxruntime session running MatMulInteger(A u8, B s8, a_zero_point) -> int32, or None."""
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+    except ImportError:
+        return None
+    node = helper.make_node("MatMulInteger", ["A", "B", "za"], ["Y"])
+    graph = helper.make_graph(
+        [node], "mmi",
+        [helper.make_tensor_value_info("A", TensorProto.UINT8, ["m", "k"]),
+         helper.make_tensor_value_info("B", TensorProto.INT8, ["k", "n"]),
+         helper.make_tensor_value_info("za", TensorProto.UINT8, [])],
+        [helper.make_tensor_value_info("Y", TensorProto.INT32, ["m", "n"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = pytpp.get_num_threads()
+    return ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+
+
+def _gemm(h, m, k, n, threads):
+    case = f"matmul_int8 u8s8 {m}x{k}x{n}"
+    if not h.wants(case):
+        return
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    c = np.empty((m, n), np.int32)
+    af, bf, cf = a.astype(np.float32), b.astype(np.float32), np.empty((m, n), np.float32)
+    impls = [("pytpp matmul_int8", lambda: pytpp.quant.matmul_int8(a, b, a_zero_point=3, out=c)),
+             ("pytpp fp32 (ref)", lambda: pytpp.matmul(af, bf, out=cf))]
+    if m * k * n <= 2 ** 28:
+        a32, b32 = a.astype(np.int32), b.astype(np.int32)
+        impls.append(("numpy int32", lambda: np.matmul(a32, b32, out=c)))
+    torch = h.torch
+    if torch is not None and m > 16 and k % 8 == 0 and n % 8 == 0:
+        ta = torch.from_numpy((a.astype(np.int16) - 128).astype(np.int8))
+        tb, tc = torch.from_numpy(b), torch.from_numpy(c)
+        impls.append(("torch._int_mm", lambda: torch._int_mm(ta, tb, out=tc)))
+    sess = _onnx_matmul_integer()
+    if sess is not None:
+        feeds = {"A": a, "B": b, "za": np.array(3, np.uint8)}
+        impls.append(("onnxruntime MMI", lambda: sess.run(None, feeds)))
+    h.compare(case, threads, 2.0 * m * k * n, "GOP/s", "int8", impls,
+              nbytes=a.nbytes + b.nbytes + c.nbytes)
+
+
+def _linear(h, m, k, n, threads):
+    case = f"quantized linear {m}x{k}x{n}"
+    if not h.wants(case):
+        return
+    rng = np.random.default_rng(1)
+    w = (rng.standard_normal((n, k)) * 0.05).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    layer = pytpp.quant.QuantizedLinear(w, bias)
+    out = np.empty((m, n), np.float32)
+    impls = [("pytpp QuantizedLin", lambda: layer(x)),
+             ("pytpp fp32 (ref)", lambda: pytpp.nn.linear(x, w, bias, out=out))]
+    torch = h.torch
+    if torch is not None:
+        try:
+            from torch.ao.nn.quantized.dynamic import Linear as DynLinear
+            engine = "x86" if "x86" in torch.backends.quantized.supported_engines else \
+                torch.backends.quantized.supported_engines[-1]
+            torch.backends.quantized.engine = engine
+            dl = DynLinear(k, n, dtype=torch.qint8)
+            qw = torch.quantize_per_channel(torch.from_numpy(w), torch.from_numpy(
+                layer.weight_scale.copy()), torch.zeros(n, dtype=torch.long), 0, torch.qint8)
+            dl.set_weight_bias(qw, torch.from_numpy(bias))
+            tx = torch.from_numpy(x)
+            impls.append((f"torch dyn ({engine})", lambda: dl(tx)))
+        except Exception:   # a torch build without the quantized engines
+            pass
+        tw, tb, tx = torch.from_numpy(w), torch.from_numpy(bias), torch.from_numpy(x)
+        impls.append(("torch fp32 linear", lambda: torch.nn.functional.linear(tx, tw, tb)))
+    h.compare(case, threads, 2.0 * m * k * n, "GOP/s", "int8", impls,
+              nbytes=x.nbytes + w.nbytes // 4 + out.nbytes)
+
+
+def run(h):
+    h.header("Quantized inference: u8 x s8 -> int32 GEMM, quantized linear (BERT-base FFN)")
+    for threads in h.threads:
+        h.set_threads(threads)
+        _gemm(h, 1024, 1024, 1024, threads)
+        for m, k, n in FFN:
+            if h.quick and m > 128:
+                continue
+            _gemm(h, m, k, n, threads)
+            _linear(h, m, k, n, threads)
