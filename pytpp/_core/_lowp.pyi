@@ -11,7 +11,8 @@ F32: int
 I8_KERNELS: tuple[str, ...]
 BF16_KERNELS: tuple[str, ...]
 
-def i8_kernels_available(a_signed: bool = False, b_signed: bool = True) -> tuple[str, ...]: ...
+def i8_kernels_available(a_signed: bool = False, b_signed: bool = True,
+                         a7: bool = False) -> tuple[str, ...]: ...
 def kernel_name(isa: int, which: int, a_type: int, b_type: int) -> str: ...
 def run(isa: int, which: int, a: Any, b: Any, c: NDArray[Any], geom: tuple[int, ...], mode: int,
         count: int, stride_a: int, stride_b: int, off_a: NDArray[Any] | None,

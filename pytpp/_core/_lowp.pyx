@@ -48,10 +48,12 @@ BF16_KERNELS = tuple(pytpp_bf16_kernels[i].name.decode() for i in range(PYTPP_BF
 cdef int _best_isa = _runtime.LEVELS.index(_runtime.best_isa())
 
 
-def i8_kernels_available(bint a_signed=False, bint b_signed=True):
-    """Names of the 8-bit kernels this CPU runs for that signedness (for tests)."""
+def i8_kernels_available(bint a_signed=False, bint b_signed=True, bint a7=False):
+    """Names of the 8-bit kernels this CPU runs for that signedness (for tests); with `a7`,
+    also those that need A in [0, 127]."""
     return tuple(I8_KERNELS[i] for i in range(1, PYTPP_I8_NKERNELS)
-                 if pytpp_i8_select(_best_isa, features(), i, a_signed, b_signed) != NULL)
+                 if pytpp_i8_select(_best_isa, features(), i, a_signed, b_signed) != NULL
+                 and (a7 or not pytpp_i8_kernel_list[i].a7_only))
 
 
 cdef int select(int isa, int which, int a_type, int b_type, pytpp_lowp_kernels *ks) except -1:

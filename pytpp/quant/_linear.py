@@ -26,13 +26,20 @@ def _activate(y, activation):
     return y
 
 
-def _dynamic_qparams(x):
-    """Per-tensor uint8 parameters of x: its range with 0 in it onto [0, 255]."""
+def _dynamic_qparams(x, qmax):
+    """Per-tensor uint8 parameters of x: its range with 0 in it onto [0, qmax]."""
     lo = min(float(x.min()), 0.0)
     hi = max(float(x.max()), 0.0)
-    scale = (hi - lo) / 255.0 if hi > lo else 1.0
-    zp = int(min(255, max(0, round(-lo / scale))))
+    scale = (hi - lo) / qmax if hi > lo else 1.0
+    zp = int(min(qmax, max(0, round(-lo / scale))))
     return scale, zp
+
+
+def _seven_bit_kernels():
+    """Whether the active level runs 7-bit activations faster (AVX2: vpmaddubsw, exact for
+    values up to 127); the AVX-512 levels have their own fast 8-bit kernels."""
+    from pytpp._core import _runtime
+    return _runtime.get_isa() == "avx2"
 
 
 class QuantizedLinear:
@@ -52,6 +59,10 @@ class QuantizedLinear:
         One weight scale per output channel (default), else one for the whole matrix.
     activation : None, "relu" or "gelu"
         Applied after the bias (gelu: the exact erf form).
+    reduce_range : bool, optional
+        Quantize activations to [0, 127] instead of [0, 255] (one bit less resolution, as
+        torch's x86 engine does), which the AVX2 level runs on faster exact kernels. Default:
+        where that helps (the AVX2 level).
 
     Examples
     --------
@@ -65,7 +76,8 @@ class QuantizedLinear:
     """
 
     def __init__(self, weight: ArrayLike, bias: ArrayLike | None = None, *,
-                 per_channel: bool = True, activation: str | None = None):
+                 per_channel: bool = True, activation: str | None = None,
+                 reduce_range: bool | None = None):
         fn = "pytpp.quant.QuantizedLinear"
         w = np.array(weight, dtype=np.float32, copy=True)
         if w.ndim != 2:
@@ -85,6 +97,7 @@ class QuantizedLinear:
         wq = np.clip(np.rint(w / w_scale[:, None]), -127, 127).astype(np.int8)
         self.in_features, self.out_features = in_f, out_f
         self.per_channel = bool(per_channel)
+        self.reduce_range = reduce_range
         self.activation = activation
         self.bias = bias
         self.weight_scale = w_scale
@@ -134,30 +147,37 @@ class QuantizedLinear:
             if not 0 <= zp <= 255:
                 raise ValueError(f"{fn}: x_zero_point must lie in [0, 255], got {zp}")
             q = x2
+            seven = self._seven_bit() and (q.size == 0 or int(q.max()) <= 127)
         else:
             if x.dtype.kind != "f":
                 raise TypeError(f"{fn}: x has dtype {x.dtype}; expected float32 (or uint8)")
             xf = x2.astype(np.float32, copy=False)
             if not np.all(np.isfinite(xf)):
                 raise ValueError(f"{fn}: x holds NaN or inf")
-            scale, zp = _dynamic_qparams(xf) if xf.size else (1.0, 0)
-            q = self._quantize(xf, scale, zp)
-        y = self._product(q, scale, zp)
+            seven = self._seven_bit()
+            qmax = 127 if seven else 255
+            scale, zp = _dynamic_qparams(xf, qmax) if xf.size else (1.0, 0)
+            q = self._quantize(xf, scale, zp, qmax)
+        y = self._product(q, scale, zp, seven)
         return y.reshape(lead + (self.out_features,))
 
+    def _seven_bit(self):
+        return _seven_bit_kernels() if self.reduce_range is None else bool(self.reduce_range)
+
     @staticmethod
-    def _quantize(x, scale, zp):
+    def _quantize(x, scale, zp, qmax):
         t = np.multiply(x, np.float32(1.0 / scale), dtype=np.float32)
         np.rint(t, out=t)
         t += np.float32(zp)
-        np.clip(t, 0, 255, out=t)
+        np.clip(t, 0, qmax, out=t)
         return t.astype(np.uint8)
 
-    def _product(self, q, scale, zp):
+    def _product(self, q, scale, zp, seven):
         m, n, k = q.shape[0], self.out_features, self.in_features
         acc = np.empty((m, n), I32)
         comp = np.ascontiguousarray((-zp * self._colsum).astype(I32))
-        h = _gemm_handle(m, n, k, dtype=np.uint8, b_dtype=np.int8, beta=0.0, b_vnni=True)
+        h = _gemm_handle(m, n, k, dtype=np.uint8, b_dtype=np.int8, beta=0.0, b_vnni=True,
+                         a_7bit=seven)
         # the packed weights serve any m: keyed by the handle's (n, k) only
         packed = self._packed.get(h.isa)
         if packed is None:

@@ -23,12 +23,14 @@ _MODES = {"stride": 0, "offset": 1, "address": 2}
 def brgemm(m: int, n: int, k: int, dtype: _FloatDType = ..., *, lda: int | None = ..., ldb: int | None = ..., ldc: int | None = ..., trans_a: bool = ...,
            trans_b: bool = ..., alpha: float = ..., beta: float = ..., batch: str = ...,
            stride_a: int | None = ..., stride_b: int | None = ..., b_dtype: DTypeLike = ...,
-           out_dtype: DTypeLike = ..., b_vnni: bool = ...) -> _brgemm.BrgemmKernel: ...
+           out_dtype: DTypeLike = ..., b_vnni: bool = ...,
+           a_7bit: bool = ...) -> _brgemm.BrgemmKernel: ...
 @overload
 def brgemm(m: int, n: int, k: int, dtype: DTypeLike = ..., *, lda: int | None = ..., ldb: int | None = ..., ldc: int | None = ..., trans_a: bool = ...,
            trans_b: bool = ..., alpha: float = ..., beta: float = ..., batch: str = ...,
            stride_a: int | None = ..., stride_b: int | None = ..., b_dtype: DTypeLike = ...,
-           out_dtype: DTypeLike = ..., b_vnni: bool = ...) -> _brgemm.BrgemmKernel | _lowp.LowpKernel: ...
+           out_dtype: DTypeLike = ..., b_vnni: bool = ...,
+           a_7bit: bool = ...) -> _brgemm.BrgemmKernel | _lowp.LowpKernel: ...
 
 
 def brgemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, lda: int | None = None,
@@ -36,7 +38,7 @@ def brgemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, lda: int | 
            trans_b: bool = False, alpha: float = 1.0, beta: float = 1.0, batch: str = "stride",
            stride_a: int | None = None, stride_b: int | None = None,
            b_dtype: DTypeLike = None, out_dtype: DTypeLike = None,
-           b_vnni: bool = False) -> _brgemm.BrgemmKernel | _lowp.LowpKernel:
+           b_vnni: bool = False, a_7bit: bool = False) -> _brgemm.BrgemmKernel | _lowp.LowpKernel:
     """Dispatch a batch-reduce GEMM kernel: ``C = alpha * sum_i op(A_i) @ op(B_i) + beta * C``.
 
     Operands are row-major: A_i is m x k with row stride `lda` (k x m when `trans_a`), B_i is
@@ -72,6 +74,10 @@ def brgemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, lda: int | 
     b_vnni : bool
         B blocks are passed in :func:`pytpp.linalg.vnni_pack`'s layout (ceil(k/v), n, v),
         v = 2 for bfloat16 and 4 for 8-bit types: no reformatting per call. Same result.
+    a_7bit : bool
+        uint8 A holds values in [0, 127] only (activations quantized with a reduced range):
+        with int8 B the AVX2 level may then run ``vpmaddubsw`` kernels, exact in that range
+        and faster than its int16 ones. Checked per call (ValueError for a larger value).
 
     Returns
     -------
@@ -94,7 +100,7 @@ def brgemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, lda: int | 
                              alpha=(alpha, 1.0), stride_a=(stride_a, None),
                              stride_b=(stride_b, None))
         return _lowp.handle("brgemm", m, n, k, dtype, b_dtype, out_dtype, b_vnni, beta, batch,
-                            fn, brgemm)
+                            fn, brgemm, a_7bit)
     if batch not in _MODES:
         raise ValueError(f"{fn}: batch must be one of {tuple(_MODES)}, got {batch!r}")
     m, n, k, dt, trans_a, trans_b, lda, ldb, ldc, alpha, beta, a_rows, b_rows = gemm_desc(
@@ -106,7 +112,7 @@ def brgemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, lda: int | 
         raise ValueError(f"{fn}: stride_a/stride_b apply only to batch='stride'")
     else:
         stride_a = stride_b = 0
-    _lowp.float_only(fn, b_dtype, out_dtype, b_vnni, dt)
+    _lowp.float_only(fn, b_dtype, out_dtype, b_vnni, dt, a_7bit)
     isa = _runtime.get_isa()
     key = ("brgemm", m, n, k, dt.name, lda, ldb, ldc, trans_a, trans_b, alpha, beta, batch,
            stride_a, stride_b, isa)

@@ -19,6 +19,7 @@ I8, U8, I32, F32 = (np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.float3
 LOWP_DTYPES = (BF16, I8, U8)
 _TYPE = {I8: _lowp.S8, U8: _lowp.U8, BF16: _lowp.BF16}
 _MODES = {"stride": 0, "offset": 1, "address": 2}
+_U7 = _lowp.I8_KERNELS.index("avx2_u7")
 
 # The kernels calls run: 0 = the level's best, else an index into _lowp.I8_KERNELS /
 # _lowp.BF16_KERNELS (tests force each path with `using_kernel`).
@@ -113,6 +114,8 @@ class LowpKernel:
         self._kq = -(-k // self._v)
         self._b_shape = (self._kq, n, self._v) if b_vnni else (k, n)
         self._family = "bf16" if dt == BF16 else "i8"
+        self._a7 = False
+        self._a7_trusted = False     # set by callers that produce A in [0, 127] themselves
 
     @property
     def isa(self) -> str:
@@ -255,12 +258,25 @@ class LowpKernel:
                 _TYPE[a.dtype], _TYPE[b.dtype],
                 _lowp.I32 if self._cdt == I32 else (_lowp.F32 if self._cdt == F32 else _lowp.BF16),
                 int(self._beta))
-        _lowp.run(self._isa_idx, _forced[self._family], al if mode == "address" else a,
+        _lowp.run(self._isa_idx, self._which(a, b), al if mode == "address" else a,
                   bl if mode == "address" else b, target, geom, _MODES[mode], count, sa, sb,
                   oa, ob, comp)
         if target is not c:
             c[...] = target
         return c
+
+    def _which(self, a, b):
+        """The kernel of this call: a forced one (tests), the 7-bit kernels for declared 7-bit
+        uint8 A x int8 B at the AVX2 level, else the level's best (0)."""
+        forced = _forced[self._family]
+        if forced or not self._a7:
+            return forced
+        if self._isa != "avx2" or a.dtype != U8 or b.dtype != I8:
+            return 0
+        if not self._a7_trusted and a.size and int(np.max(a)) > 127:
+            raise ValueError(f"{self._fn}: the handle was made with a_7bit=True but A holds "
+                             f"values above 127")
+        return _U7
 
     def _comp_ok(self, comp):
         if self._cdt != I32:
@@ -294,7 +310,8 @@ class LowpKernel:
             raise ValueError(f"{self._fn}: the packed B was made for another shape or type")
         self._c(c)
         a_type = _TYPE[a.dtype]
-        tag = (self._isa_idx, _forced[self._family], a_type)
+        which = self._which(a, pb)
+        tag = (self._isa_idx, which, a_type)
         buf = pb.buffer(tag, a_type)
         target = c if c.strides[-1] == c.itemsize and not np.may_share_memory(c, a) else \
             (np.array(c, order="C") if self._beta else np.empty(c.shape, c.dtype))
@@ -303,7 +320,7 @@ class LowpKernel:
                 target.strides[0] // target.itemsize, a_type, _TYPE[pb.dtype],
                 _lowp.I32 if self._cdt == I32 else (_lowp.F32 if self._cdt == F32 else _lowp.BF16),
                 int(self._beta), 1)
-        _lowp.run(self._isa_idx, _forced[self._family], a, buf, target, geom, 0, 1, 0, 0, None,
+        _lowp.run(self._isa_idx, which, a, buf, target, geom, 0, 1, 0, 0, None,
                   None, comp)
         if target is not c:
             c[...] = target
@@ -325,7 +342,8 @@ class LowpKernel:
         return o
 
 
-def handle(kind, m, n, k, dtype, b_dtype, out_dtype, b_vnni, beta, batch, fn, factory):
+def handle(kind, m, n, k, dtype, b_dtype, out_dtype, b_vnni, beta, batch, fn, factory,
+           a_7bit=False):
     """The cached low-precision handle of a descriptor (tpp.brgemm / tpp.gemm with a bf16 or
     8-bit dtype)."""
     m, n, k = (_validate.nonneg_int(v, name, fn) for v, name in ((m, "m"), (n, "n"), (k, "k")))
@@ -339,22 +357,28 @@ def handle(kind, m, n, k, dtype, b_dtype, out_dtype, b_vnni, beta, batch, fn, fa
     if batch not in _MODES:
         raise ValueError(f"{fn}: batch must be one of {tuple(_MODES)}, got {batch!r}")
     b_vnni = bool(b_vnni)
+    a_7bit = bool(a_7bit)
+    if a_7bit and (dt != U8 or bdt != I8):
+        raise ValueError(f"{fn}: a_7bit applies to uint8 A with int8 B")
     isa = _runtime.get_isa()
-    key = (kind, "lowp", m, n, k, dt.name, bdt.name, cdt.name, b_vnni, beta, batch, isa)
+    key = (kind, "lowp", m, n, k, dt.name, bdt.name, cdt.name, b_vnni, beta, batch, a_7bit, isa)
     kern = _cache.lookup(key)
     if kern is None:
         desc = dict(m=m, n=n, k=k, dtype=dt.name, b_dtype=bdt.name, out_dtype=cdt.name,
                     b_vnni=b_vnni, beta=beta)
         if kind == "brgemm":
             desc["batch"] = batch
+        if a_7bit:
+            desc["a_7bit"] = True
         kern = LowpKernel(kind, m, n, k, dt, bdt, cdt, b_vnni, beta, batch, isa, desc)
+        kern._a7 = a_7bit
         kern._recipe = (factory, (m, n, k, dt), {key_: v for key_, v in desc.items()
                                                    if key_ not in ("m", "n", "k", "dtype")})
         kern = _cache.store(key, kern)
     return kern
 
 
-def float_only(fn, b_dtype, out_dtype, b_vnni, dt):
+def float_only(fn, b_dtype, out_dtype, b_vnni, dt, a_7bit=False):
     """The low-precision arguments of tpp.brgemm / tpp.gemm given with a float dtype: only
     their defaults (or dt itself) are accepted."""
     for name, v in (("b_dtype", b_dtype), ("out_dtype", out_dtype)):
@@ -363,6 +387,8 @@ def float_only(fn, b_dtype, out_dtype, b_vnni, dt):
                             f"(float handles are {dt} throughout)")
     if b_vnni:
         raise ValueError(f"{fn}: b_vnni applies to bfloat16 and 8-bit dtypes, not {dt}")
+    if a_7bit:
+        raise ValueError(f"{fn}: a_7bit applies to uint8 A, not {dt}")
 
 
 def is_lowp(dtype) -> bool:

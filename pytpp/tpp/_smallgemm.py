@@ -20,18 +20,20 @@ from pytpp.tpp._gemm_desc import DTYPES, gemm_desc
 @overload
 def gemm(m: int, n: int, k: int, dtype: _FloatDType = ..., *, trans_a: bool = ..., trans_b: bool = ..., lda: int | None = ...,
          ldb: int | None = ..., ldc: int | None = ..., alpha: float = ..., beta: float = ...,
-         b_dtype: DTypeLike = ..., out_dtype: DTypeLike = ..., b_vnni: bool = ...) -> _smallgemm.GemmKernel: ...
+         b_dtype: DTypeLike = ..., out_dtype: DTypeLike = ..., b_vnni: bool = ...,
+           a_7bit: bool = ...) -> _smallgemm.GemmKernel: ...
 @overload
 def gemm(m: int, n: int, k: int, dtype: DTypeLike = ..., *, trans_a: bool = ..., trans_b: bool = ..., lda: int | None = ...,
          ldb: int | None = ..., ldc: int | None = ..., alpha: float = ..., beta: float = ...,
-         b_dtype: DTypeLike = ..., out_dtype: DTypeLike = ..., b_vnni: bool = ...) -> _smallgemm.GemmKernel | _lowp.LowpKernel: ...
+         b_dtype: DTypeLike = ..., out_dtype: DTypeLike = ..., b_vnni: bool = ...,
+           a_7bit: bool = ...) -> _smallgemm.GemmKernel | _lowp.LowpKernel: ...
 
 
 def gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, trans_a: bool = False,
          trans_b: bool = False, lda: int | None = None, ldb: int | None = None,
          ldc: int | None = None, alpha: float = 1.0, beta: float = 1.0,
          b_dtype: DTypeLike = None, out_dtype: DTypeLike = None,
-         b_vnni: bool = False) -> _smallgemm.GemmKernel | _lowp.LowpKernel:
+         b_vnni: bool = False, a_7bit: bool = False) -> _smallgemm.GemmKernel | _lowp.LowpKernel:
     """Dispatch a kernel for one small matrix product: ``C = alpha * op(A) @ op(B) + beta * C``.
 
     The kernel is chosen once, here, for the shape, layout and the active ISA level (a register
@@ -92,10 +94,10 @@ def gemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, trans_a: bool
                              trans_a=(bool(trans_a), False), trans_b=(bool(trans_b), False),
                              alpha=(alpha, 1.0))
         return _lowp.handle("gemm", m, n, k, dtype, b_dtype, out_dtype, b_vnni, beta, "stride",
-                            fn, gemm)
+                            fn, gemm, a_7bit)
     m, n, k, dt, trans_a, trans_b, lda, ldb, ldc, alpha, beta, _, _ = gemm_desc(
         m, n, k, dtype, trans_a, trans_b, lda, ldb, ldc, alpha, beta, fn)
-    _lowp.float_only(fn, b_dtype, out_dtype, b_vnni, dt)
+    _lowp.float_only(fn, b_dtype, out_dtype, b_vnni, dt, a_7bit)
     isa = _runtime.get_isa()
     key = ("gemm", m, n, k, dt.name, lda, ldb, ldc, trans_a, trans_b, alpha, beta, isa)
     kern = _cache.lookup(key)

@@ -207,3 +207,29 @@ def test_vnni_pack_matches_the_vnni_tpp(rng):
             np.testing.assert_array_equal(packed[p // v, :, p % v], b[p])
     with pytest.raises(TypeError):
         pytpp.linalg.vnni_pack(np.ones((4, 4), np.float32))
+
+
+@pytest.mark.parametrize("m,n,k,count", [(1, 1, 1, 1), (7, 17, 63, 3), (65, 129, 300, 1),
+                                         (13, 40, 7, 5)])
+def test_seven_bit_kernels_exact(isa, rng, m, n, k, count):
+    # A in [0, 127] x any int8 B: vpmaddubsw's int16 pair sums cannot saturate
+    a = rng.integers(0, 128, (count, m, k)).astype(U8)
+    a.reshape(-1)[:: 7] = 127
+    b = ints(rng, (count, k, n), I8)
+    b.reshape(-1)[:: 5] = -128
+    want = ref_sum(a, b)
+    for kern in _core_lowp.i8_kernels_available(False, True, a7=True):
+        with _lowp.using_kernel(kern):
+            np.testing.assert_array_equal(
+                pytpp.tpp.brgemm(m, n, k, dtype=U8, b_dtype=I8, beta=0.0)(
+                    a, b, np.empty((m, n), np.int32), count), want, err_msg=kern)
+    h7 = pytpp.tpp.brgemm(m, n, k, dtype=U8, b_dtype=I8, beta=0.0, a_7bit=True)
+    np.testing.assert_array_equal(h7(a, b, np.empty((m, n), np.int32), count), want)
+    if isa == "avx2":
+        a[0, 0, 0] = 128
+        c = np.full((m, n), 4, np.int32)
+        with pytest.raises(ValueError, match="127"):
+            h7(a, b, c, count)
+        assert (c == 4).all()
+    with pytest.raises(ValueError, match="a_7bit"):
+        pytpp.tpp.brgemm(m, n, k, dtype=I8, a_7bit=True)

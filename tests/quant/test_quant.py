@@ -121,12 +121,13 @@ def test_quantized_linear_error_and_pickle(rng):
     w = rng.standard_normal((48, 64)).astype(np.float32) * 0.1
     bias = rng.standard_normal(48).astype(np.float32)
     x = rng.standard_normal((20, 64)).astype(np.float32)
-    for act, fn in [(None, lambda y: y), ("relu", lambda y: np.maximum(y, 0))]:
-        layer = QuantizedLinear(w, bias, activation=act)
+    for act, fn, rr in [(None, lambda y: y, None), ("relu", lambda y: np.maximum(y, 0), False),
+                        ("relu", lambda y: np.maximum(y, 0), True)]:
+        layer = QuantizedLinear(w, bias, activation=act, reduce_range=rr)
         y = layer(x)
         ref = fn(x @ w.T + bias)
         # each product carries the rounding of x (scale_x / 2) and of w (scale_w / 2)
-        sx = (max(x.max(), 0) - min(x.min(), 0)) / 255
+        sx = (max(x.max(), 0) - min(x.min(), 0)) / (127 if layer._seven_bit() else 255)
         bound = (sx / 2 * np.abs(w).sum(1) + layer.weight_scale / 2 * np.abs(x).sum(1)[:, None]
                  + sx * layer.weight_scale * 64 / 4)
         assert np.all(np.abs(y - ref) <= bound + 1e-5)

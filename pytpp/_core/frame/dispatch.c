@@ -60,12 +60,14 @@ const pytpp_bf16_entry pytpp_bf16_kernels[PYTPP_BF16_NKERNELS] = {
 };
 
 const pytpp_i8_entry pytpp_i8_kernel_list[PYTPP_I8_NKERNELS] = {
-    [PYTPP_I8_AUTO] = {"auto", NULL, PYTPP_ISA_REF, 0, 0},
-    [PYTPP_I8_REF] = {"ref", &pytpp_mm_i8_ref, PYTPP_ISA_REF, 0, 0},
-    [PYTPP_I8_AVX2] = {"avx2", &pytpp_mm_i8_avx2, PYTPP_ISA_AVX2, 0, 0},
-    [PYTPP_I8_AVX512] = {"avx512", &pytpp_mm_i8_avx512, PYTPP_ISA_AVX512, 0, 0},
+    [PYTPP_I8_AUTO] = {"auto", NULL, PYTPP_ISA_REF, 0, 0, 0},
+    [PYTPP_I8_REF] = {"ref", &pytpp_mm_i8_ref, PYTPP_ISA_REF, 0, 0, 0},
+    [PYTPP_I8_AVX2] = {"avx2", &pytpp_mm_i8_avx2, PYTPP_ISA_AVX2, 0, 0, 0},
+    [PYTPP_I8_AVX512] = {"avx512", &pytpp_mm_i8_avx512, PYTPP_ISA_AVX512, 0, 0, 0},
     [PYTPP_I8_VNNI] = {"avx512_vnni", &pytpp_mm_i8_avx512_vnni, PYTPP_ISA_AVX512,
-                       PYTPP_FEAT_AVX512_VNNI, 1},
+                       PYTPP_FEAT_AVX512_VNNI, 1, 0},
+    /* 7-bit activations (reduce_range quantization) x s8 weights: vpmaddubsw, exact there */
+    [PYTPP_I8_AVX2_U7] = {"avx2_u7", &pytpp_mm_i8_avx2_u7, PYTPP_ISA_AVX2, 0, 1, 1},
 };
 
 const pytpp_i8_kernels *pytpp_i8_select(int isa, uint32_t features, int which, int a_signed,

@@ -56,7 +56,8 @@ const pytpp_pk_kernels *pytpp_bf16_select(int isa, uint32_t features, int which)
 
 /* 8-bit GEMM kernels (u8/s8 x u8/s8 -> int32): the level's default (AUTO) or one named for tests. */
 enum pytpp_i8_kernel {
-    PYTPP_I8_AUTO = 0, PYTPP_I8_REF, PYTPP_I8_AVX2, PYTPP_I8_AVX512, PYTPP_I8_VNNI, PYTPP_I8_NKERNELS
+    PYTPP_I8_AUTO = 0, PYTPP_I8_REF, PYTPP_I8_AVX2, PYTPP_I8_AVX512, PYTPP_I8_VNNI,
+    PYTPP_I8_AVX2_U7, PYTPP_I8_NKERNELS
 };
 
 typedef struct pytpp_i8_entry {
@@ -65,6 +66,7 @@ typedef struct pytpp_i8_entry {
     int isa;                       /* lowest level that runs it */
     uint32_t features;             /* feature bits it needs beyond the level's */
     int u8s8_only;                 /* takes only u8 A x s8 B (vpdpbusd) */
+    int a7_only;                   /* A values must lie in [0, 127]: never chosen by AUTO */
 } pytpp_i8_entry;
 
 extern const pytpp_i8_entry pytpp_i8_kernel_list[PYTPP_I8_NKERNELS];

@@ -45,7 +45,7 @@ typedef struct pytpp_i8_kernels {
 } pytpp_i8_kernels;
 
 extern const pytpp_i8_kernels pytpp_mm_i8_ref, pytpp_mm_i8_avx2, pytpp_mm_i8_avx512,
-    pytpp_mm_i8_avx512_vnni;
+    pytpp_mm_i8_avx512_vnni, pytpp_mm_i8_avx2_u7;
 
 typedef struct pytpp_lowp_desc {
     int64_t m, n, k;

@@ -5,10 +5,22 @@
 #include <string.h>
 #include "pytpp/gemm_pk_shapes.h"
 
-#define PYTPP_ISA_NAME avx2
 typedef __m256i ivec_t;
 #define I8_VL 8
+#if defined(PYTPP_I8_U7)
+/* 7-bit A (0..127) x s8 B on raw quads: vpmaddubsw's int16 pair sums stay within
+ * 2 * 127 * 128 < 32767, so they never saturate (exact), then vpmaddwd by ones and vpaddd:
+ * 3 instructions per 32 products where the int16 kernels spend 4. */
+#define PYTPP_ISA_NAME avx2_u7
+#define I8_GROUP 4
+#define V_I8_DOT(acc, a, b)                                                                  \
+    _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((a), (b)),                 \
+                                              _mm256_set1_epi16(1)))
+#else
+#define PYTPP_ISA_NAME avx2
 #define I8_GROUP 2
+#define V_I8_DOT(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
+#endif
 static const int32_t pytpp_i8_avx2_mask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
                                                0, 0, 0, 0, 0, 0, 0, 0};
 #define I8_MASK(r) _mm256_loadu_si256((const __m256i *)(pytpp_i8_avx2_mask + 8 - (r)))
@@ -25,7 +37,6 @@ PYTPP_INLINE __m256i i8_bcast32(const uint8_t *p)
     return _mm256_set1_epi32(x);
 }
 #define V_I8_BCAST_A(p) i8_bcast32(p)
-#define V_I8_DOT(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
 
 /* 16 ymm: 6x2 accumulators + 2 B vectors + the broadcast + one product. */
 #define I8_SHAPES(X) PYTPP_ROWS(6)(X, 1) PYTPP_ROWS(6)(X, 2)
