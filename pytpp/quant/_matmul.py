@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pytpp._core import _runtime
 from pytpp._typing import Array, ArrayLike
 from pytpp.tpp._gemm import brgemm as _brgemm_handle
 
@@ -85,7 +86,10 @@ def matmul_int8(a: ArrayLike, b: ArrayLike, *, a_zero_point: ArrayLike = 0,
             colsum = b.sum(axis=0, dtype=np.int64)
             comp = (-(za * colsum) + k * za * zb).astype(I32)
             comp = np.ascontiguousarray(np.broadcast_to(comp, (n,)))
-    h = _brgemm_handle(m, n, k, dtype=a.dtype, b_dtype=b.dtype, beta=0.0)
+    # uint8 A within [0, 127] (data quantized with a reduced range) runs the 7-bit kernels
+    a7 = (a.dtype == np.uint8 and b.dtype == np.int8 and a.size > 0
+          and _runtime.get_isa() == "avx2" and int(a.max()) <= 127)
+    h = _brgemm_handle(m, n, k, dtype=a.dtype, b_dtype=b.dtype, beta=0.0, a_7bit=a7)
     h(a[None], b[None], target, 1, comp=comp)
     with np.errstate(over="ignore"):
         if za.ndim == 1:
