@@ -38,10 +38,18 @@ def native(arr):
     return arr
 
 
+def asarray(x, dtype=None):
+    """``np.asarray``, also for objects that only speak DLPack (``__dlpack__`` without
+    ``__array__``): those come through ``np.from_dlpack``, zero-copy where the layout allows."""
+    if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__") and not hasattr(x, "__array__"):
+        x = np.from_dlpack(x)
+    return np.asarray(x, dtype=dtype)
+
+
 def as_array(x, name, fn):
     """`x` as an ndarray in native byte order; TypeError for what numpy cannot make numeric."""
     try:
-        arr = np.asarray(x)
+        arr = asarray(x)
     except (TypeError, ValueError) as e:
         raise TypeError(f"{fn}: {name} must be array_like, got {type(x).__name__} ({e})") from None
     if arr.dtype.kind not in "biuf" and arr.dtype != BF16:

@@ -144,7 +144,7 @@ def brgemm(a: ArrayLike, b: ArrayLike, c: ArrayLike | None = None, /, *, beta: f
 
 
 def _lowp_operand(x, name):
-    x = np.asarray(x) if not isinstance(x, np.ndarray) else x
+    x = _validate.asarray(x)
     if _lp.is_int8_pair(x, x):
         return x
     return _validate.contraction_operand(x, name, _FN)

@@ -43,7 +43,7 @@ def vnni_pack(b: ArrayLike) -> Array:
            [1, 3, 5, 0]], dtype=int8)
     """
     fn = "pytpp.linalg.vnni_pack"
-    b = np.asarray(b)
+    b = _validate.asarray(b)
     if b.ndim < 2:
         raise ValueError(f"{fn}: b must have at least 2 dimensions (..., k, n), got shape {b.shape}")
     if b.dtype.itemsize not in (1, 2) or b.dtype.kind not in "iufV":

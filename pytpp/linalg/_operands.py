@@ -45,7 +45,7 @@ def kernel_computes(a_dtype, b_dtype, dtype):
 def as_operand(x, name, fn=FN, *, integers=False):
     """`x` as an operand array: floating (integers and bools too when `integers`), native byte
     order, at least 1-D; TypeError / ValueError naming `fn` and `name` otherwise."""
-    if not (isinstance(x, np.ndarray) or hasattr(x, "__array__")
+    if not (isinstance(x, np.ndarray) or hasattr(x, "__array__") or hasattr(x, "__dlpack__")
             or isinstance(x, (list, tuple, int, float))):
         raise TypeError(f"{fn}: {name} must be array_like, got {type(x).__name__}")
     if integers:

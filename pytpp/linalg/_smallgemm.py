@@ -98,7 +98,7 @@ _FN = "pytpp.linalg.matmul_stack"
 
 def _index_array(x, name, count, bound):
     """`x` as a contiguous int64 array of `count` entries in [0, bound)."""
-    arr = np.asarray(x)
+    arr = _validate.asarray(x)
     if arr.ndim == 1 and arr.size == 0 and arr.dtype.kind == "f":  # [] is float64 to numpy
         arr = arr.astype(np.int64)
     if arr.dtype.kind not in "iu" or arr.ndim != 1:

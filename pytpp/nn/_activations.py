@@ -783,7 +783,7 @@ def dropout_backward(grad: ArrayLike, mask: ArrayLike, p: float, *,
     fn = "pytpp.nn.dropout_backward"
     g, result = _operand(grad, "grad", fn)
     p = _probability(p, fn)
-    mask = np.asarray(mask)
+    mask = _validate.asarray(mask)
     if mask.dtype != np.uint8 or mask.ndim != 1 or mask.size < (g.size + 7) // 8:
         raise ValueError(f"{fn}: mask must be a 1-D uint8 array of at least {(g.size + 7) // 8} "
                          f"bytes (from dropout(..., return_mask=True))")

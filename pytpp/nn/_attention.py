@@ -38,7 +38,7 @@ def _mask(attn_mask, lead, L, S, cdt, fn):
     strides (0 where it broadcasts): (array, strides) or (None, zeros)."""
     if attn_mask is None:
         return None, (0, 0, 0)
-    m = np.asarray(attn_mask)
+    m = _validate.asarray(attn_mask)
     if m.dtype == np.bool_:
         m = np.where(m, 0.0, -np.inf).astype(cdt)
     elif m.dtype.kind == "f" or m.dtype == _validate.BF16:

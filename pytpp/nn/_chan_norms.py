@@ -213,7 +213,7 @@ def _running(a, C, name, fn, writable):
         return None
     if writable and not isinstance(a, np.ndarray):
         raise TypeError(f"{fn}: {name} must be a numpy.ndarray (updated in place in training)")
-    arr = np.asarray(a)
+    arr = _validate.asarray(a)
     if arr.dtype.kind != "f" and arr.dtype != _validate.BF16:
         raise TypeError(f"{fn}: {name} has dtype {arr.dtype}; expected a float dtype")
     if arr.shape != (C,):

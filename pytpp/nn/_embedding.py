@@ -55,7 +55,7 @@ def _compute_dtype(dtype):
 def _integers(x, name, fn):
     """x as an integer ndarray (an empty list too); TypeError for anything else."""
     try:
-        arr = np.asarray(x)
+        arr = _validate.asarray(x)
     except (TypeError, ValueError) as e:
         raise TypeError(f"{fn}: {name} must be array_like, got {type(x).__name__} ({e})") from None
     if arr.size == 0 and arr.dtype.kind == "f":    # [] is float64 to numpy
@@ -389,7 +389,7 @@ def embedding(weight: ArrayLike, indices: ArrayLike) -> Array:
     """
     fn = "pytpp.nn.embedding"
     try:
-        w = _validate.native(np.asarray(weight))
+        w = _validate.native(_validate.asarray(weight))
     except (TypeError, ValueError) as e:
         raise TypeError(f"{fn}: weight must be array_like, got {type(weight).__name__} "
                         f"({e})") from None

@@ -134,7 +134,7 @@ class QuantizedLinear:
         """float32 (..., in_features) -> float32 (..., out_features); x may also be uint8 with
         its `x_scale` and `x_zero_point` (an already quantized activation)."""
         fn = "pytpp.quant.QuantizedLinear"
-        x = np.asarray(x)
+        x = _validate.asarray(x)
         if x.ndim < 1 or x.shape[-1] != self.in_features:
             raise ValueError(f"{fn}: x has shape {x.shape}; expected (..., {self.in_features})")
         lead = x.shape[:-1]
@@ -215,7 +215,7 @@ class QuantizedMLP:
         self.layers = layers
 
     def __call__(self, x: ArrayLike) -> Array:
-        y = np.asarray(x)
+        y = _validate.asarray(x)
         for layer in self.layers:
             y = layer(y)
         return y

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pytpp import _validate
+
 from pytpp._core import _runtime
 from pytpp._typing import Array, ArrayLike
 from pytpp.tpp._gemm import brgemm as _brgemm_handle
@@ -15,7 +17,7 @@ I32 = np.dtype(np.int32)
 
 def _operand(x, name):
     if not isinstance(x, np.ndarray):
-        x = np.asarray(x)
+        x = _validate.asarray(x)
     if x.dtype not in _Q:
         raise TypeError(f"{_FN}: {name} has dtype {x.dtype}; expected uint8 or int8")
     if x.ndim != 2:

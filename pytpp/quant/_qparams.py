@@ -94,7 +94,7 @@ def quantize(x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike,
     """
     fn = "pytpp.quant.quantize"
     dt = qtype(dtype, fn)
-    x = np.asarray(x)
+    x = _validate.asarray(x)
     if x.dtype.kind not in "iuf" or x.dtype.kind == "b":
         raise TypeError(f"{fn}: x must hold real numbers, got dtype {x.dtype}")
     s, z = check_params(scale, zero_point, dt, x.shape, axis, fn)
@@ -119,7 +119,7 @@ def dequantize(q: ArrayLike, scale: ArrayLike, zero_point: ArrayLike, axis: int 
     array([-1.,  0.,  1.], dtype=float32)
     """
     fn = "pytpp.quant.dequantize"
-    q = np.asarray(q)
+    q = _validate.asarray(q)
     if q.dtype not in QTYPES and q.dtype != np.int32:
         raise TypeError(f"{fn}: q has dtype {q.dtype}; expected uint8, int8 or int32")
     out_dt = _validate.dtype_arg(dtype, (np.dtype(np.float32), np.dtype(np.float64)), fn)
@@ -153,7 +153,9 @@ def choose_qparams(x: ArrayLike, dtype: DTypeLike = np.uint8, symmetric: bool = 
     dt = qtype(dtype, fn)
     if method not in _METHODS:
         raise ValueError(f"{fn}: method must be one of {_METHODS}, got {method!r}")
-    x = np.asarray(x, dtype=np.float64) if np.asarray(x).dtype.kind != "f" else np.asarray(x)
+    x = _validate.asarray(x)
+    if x.dtype.kind != "f":
+        x = x.astype(np.float64)
     if x.size == 0:
         raise ValueError(f"{fn}: x is empty: no range to quantize")
     if not np.all(np.isfinite(x)):
