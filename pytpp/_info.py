@@ -188,7 +188,7 @@ def kernel_map():
         if info["symbol"] in seen:
             continue
         out += _kernel_section(name, info)
-    out.append("## 8-bit GEMM kernels")
+    out.append("## Lane GEMM kernels (8-bit, widened bf16)")
     out.append("")
     for name, info in _runtime.i8_tables().items():
         out += _kernel_section(name, info)

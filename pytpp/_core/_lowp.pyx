@@ -5,13 +5,17 @@ strides, dtypes and bounds: this module only turns them into the C descriptor.""
 cimport numpy as cnp
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.stdint cimport int64_t, int32_t, uint32_t
-from pytpp._core._runtime cimport num_threads, features
+from pytpp._core._runtime cimport num_threads, features, level
 from pytpp._core.cengine cimport pytpp_batch
 from pytpp._core._matmul cimport pytpp_pk_kernels
 from pytpp._core.cdispatch cimport (pytpp_i8_kernels, pytpp_i8_select, pytpp_i8_kernel_list,
                                     PYTPP_I8_NKERNELS, pytpp_bf16_select, pytpp_bf16_kernels,
                                     PYTPP_BF16_NKERNELS)
 from pytpp._core import _runtime
+
+cdef extern from "pytpp/cpu.h" nogil:
+    enum:
+        PYTPP_ISA_AVX2
 
 cnp.import_array()
 
@@ -42,9 +46,12 @@ cdef extern from "pytpp/gemm_lowp.h" nogil:
                            void *dst)
 
 U8, S8, BF16, I32, F32 = PYTPP_LP_U8, PYTPP_LP_S8, PYTPP_LP_BF16, PYTPP_LP_I32, PYTPP_LP_F32
-# kernel choice (dispatch.h enum pytpp_i8_kernel / pytpp_bf16_kernel): 0 = the level's best
+# kernel choice (dispatch.h enum pytpp_i8_kernel / pytpp_bf16_kernel): 0 = the level's best;
+# the bf16 list ends with the AVX2 lane kernels (the level row's bf16_lanes)
 I8_KERNELS = tuple(pytpp_i8_kernel_list[i].name.decode() for i in range(PYTPP_I8_NKERNELS))
-BF16_KERNELS = tuple(pytpp_bf16_kernels[i].name.decode() for i in range(PYTPP_BF16_NKERNELS))
+BF16_KERNELS = tuple(pytpp_bf16_kernels[i].name.decode() for i in range(PYTPP_BF16_NKERNELS)) \
+    + ("avx2_lanes",)
+cdef int _BF16_LANES = PYTPP_BF16_NKERNELS
 cdef int _best_isa = _runtime.LEVELS.index(_runtime.best_isa())
 
 
@@ -61,6 +68,13 @@ cdef int select(int isa, int which, int a_type, int b_type, pytpp_lowp_kernels *
     ks.bf16 = NULL
     cdef int at = isa if which == 0 else _best_isa
     if a_type == PYTPP_LP_BF16:
+        if which == _BF16_LANES or (which == 0 and level(isa).bf16_lanes != NULL):
+            ks.i8 = level(at if which else isa).bf16_lanes
+            if ks.i8 == NULL:   # the lanes need the AVX2 level
+                ks.i8 = level(PYTPP_ISA_AVX2).bf16_lanes if _best_isa >= PYTPP_ISA_AVX2 else NULL
+            if ks.i8 == NULL:
+                raise ValueError("bf16 kernel 'avx2_lanes' is not available on this CPU")
+            return 0
         ks.bf16 = pytpp_bf16_select(at, features(), which)
         if ks.bf16 == NULL:
             raise ValueError(f"bf16 kernel {BF16_KERNELS[which]!r} is not available on this CPU")

@@ -288,9 +288,14 @@ def bf16_tables():
 
 
 def i8_tables():
-    """{name: info} of every 8-bit GEMM table (dispatch.h's list), whatever this CPU runs."""
+    """{name: info} of every lane GEMM table (dispatch.h's 8-bit list, the levels' bf16 lane
+    tables), whatever this CPU runs."""
     cdef int i
     res = {}
     for i in range(1, PYTPP_I8_NKERNELS):
         res[pytpp_i8_kernel_list[i].name.decode()] = table_info(&pytpp_i8_kernel_list[i].kt.info)
+    for i in range(PYTPP_NISA):   # the bf16 lane tables of the levels that have them
+        if pytpp_levels[i].bf16_lanes != NULL:
+            res[f"bf16 lanes {pytpp_levels[i].name.decode()}"] = table_info(
+                &pytpp_levels[i].bf16_lanes.info)
     return res

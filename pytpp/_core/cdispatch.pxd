@@ -46,6 +46,7 @@ cdef extern from "pytpp/dispatch.h" nogil:
         const pytpp_optim_kernels *optim[PYTPP_NDTYPES]
         const pytpp_embedding_kernels *embedding[PYTPP_NDTYPES]
         int bf16_default
+        const pytpp_i8_kernels *bf16_lanes
 
     ctypedef struct pytpp_bf16_entry:
         const char *name

@@ -16,8 +16,10 @@ def bf16(rng, shape):
 
 
 def kernels():
-    return [k for k in _core_lowp.BF16_KERNELS[1:]
-            if k in pytpp._core._matmul.bf16_kernels_available()]
+    """The bf16 kernels this CPU runs: the packed-panel ones and the AVX2 lane kernels."""
+    names = [k for k in _core_lowp.BF16_KERNELS[1:]
+             if k in pytpp._core._matmul.bf16_kernels_available()]
+    return names + (["avx2_lanes"] if "avx2" in pytpp.available_isas() else [])
 
 
 @pytest.mark.parametrize("m,n,k,count", [(1, 1, 1, 1), (7, 17, 33, 3), (64, 64, 64, 4),

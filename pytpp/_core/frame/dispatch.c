@@ -31,6 +31,7 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
                       [PYTPP_F32] = &pytpp_embedding_f32_avx2},
         /* operands widened to fp32 while packing: vdpbf16ps bits at fp32 FMA speed */
         .bf16_default = PYTPP_BF16_AVX2_WIDENED,
+        .bf16_lanes = &pytpp_mm_bf16w_avx2,
     },
     [PYTPP_ISA_AVX512] = {
         .name = "avx512",

@@ -21,6 +21,7 @@ typedef struct lp_plan {
     const pytpp_lowp_desc *d;
     int64_t mr, nr, vl;
     int group;                  /* k values per packed step (kd counts steps) */
+    int k_pad;                  /* k is padded to a multiple of this */
     int widened;                /* bf16 as fp32 panels, pairs swapped (kd counts k values) */
     int64_t psz;                /* bytes of one packed value */
     int64_t in_a, in_b;         /* bytes of one input element */
@@ -28,8 +29,8 @@ typedef struct lp_plan {
 } lp_plan;
 
 static int64_t round_up(int64_t x, int64_t r) { return (x + r - 1) / r * r; }
-static int64_t k_padded(const lp_plan *L, int64_t kk) { return round_up(kk, L->widened ? 2 : L->group); }
-static int64_t k_steps(const lp_plan *L, int64_t kk) { return L->widened ? round_up(kk, 2) : (kk + L->group - 1) / L->group; }
+static int64_t k_padded(const lp_plan *L, int64_t kk) { return round_up(kk, L->k_pad); }
+static int64_t k_steps(const lp_plan *L, int64_t kk) { return k_padded(L, kk) / L->group; }
 
 static float bf16_widen(uint16_t h)
 {
@@ -107,7 +108,7 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
     const pytpp_lowp_desc *d = L->d;
     const int64_t m = d->m, n = d->n, k = d->k, MR = L->mr, NR = L->nr, VL = L->vl;
     const pytpp_i8_kernels *i8 = L->ks->i8;
-    const int ftz = !i8 && L->pk->ftz;
+    const int ftz = i8 ? i8->ftz : L->pk->ftz;
     const unsigned fp_mode = ftz ? pytpp_ftz_enter() : 0;
     for (int64_t bi = 0; bi < bt->count; ++bi) {
         const char *ai = batch_ptr(bt, a, bi, 0, L->in_a);
@@ -192,15 +193,17 @@ static int lp_plan_init(lp_plan *P, const pytpp_lowp_kernels *ks, const pytpp_lo
         if (ks->i8->group == 4 && (d->a_type != PYTPP_LP_U8 || d->b_type != PYTPP_LP_S8))
             return -1;
         L.group = ks->i8->group;
+        L.k_pad = ks->i8->k_pad;
         L.psz = ks->i8->packed_size;
-        L.in_a = L.in_b = 1;
+        L.in_a = L.in_b = ks->i8->in_size;
         L.mr = ks->i8->mr_main;
         L.vl = ks->i8->vl;
         L.nr = ks->i8->nv_main * L.vl;
     } else {
         L.pk = ks->bf16;
         L.widened = L.pk->bf16_widened;
-        L.group = 2;
+        L.group = L.widened ? 1 : 2;
+        L.k_pad = 2;
         L.psz = L.widened ? 4 : 2;
         L.in_a = L.in_b = 2;
         L.mr = L.pk->mr_main;
@@ -269,7 +272,7 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
         if (!d->accumulate)
             for (int64_t i = 0; i < m; ++i) memset(cw + i * ldc * 4, 0, (size_t)n * 4);
     } else {
-        const int64_t kp = round_up(LP_KC < d->k ? LP_KC : d->k, 4);
+        const int64_t kp = round_up(LP_KC < d->k ? LP_KC : d->k, 4);  /* >= any k_pad */
         const int64_t ncap = L.nc < round_up(n, L.nr) ? L.nc : round_up(n, L.nr);
         const size_t bbytes = (size_t)round_up(kp * ncap * L.psz, 64);
         const size_t abytes = (size_t)round_up(kp * L.mc * L.psz, 64);

@@ -1,3 +1,3 @@
 /* 8-bit GEMM micro-kernels and packers, portable C: from the shared template. */
 #include "pytpp/simd_i8_ref.h"
-#include "pytpp/gemm_i8.inc"
+#include "pytpp/gemm_lane.inc"

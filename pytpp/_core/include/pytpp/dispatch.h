@@ -37,6 +37,9 @@ typedef struct pytpp_level_kernels {
     const pytpp_optim_kernels *optim[PYTPP_NDTYPES];    /* optimizer steps: optim_rows.inc */
     const pytpp_embedding_kernels *embedding[PYTPP_NDTYPES]; /* bags: embedding_rows.inc */
     int bf16_default;                                   /* AUTO without AVX512_BF16 */
+    /* bf16 BRGEMM handles without AVX512_BF16: lane kernels reading A by rows (NULL: the
+     * packed-panel bf16 kernel above) */
+    const pytpp_i8_kernels *bf16_lanes;
 } pytpp_level_kernels;
 
 extern const pytpp_level_kernels pytpp_levels[PYTPP_NISA];

@@ -27,17 +27,21 @@ enum pytpp_lowp_type {
  * G values: A rows of packed lanes (row stride lda, in packed values), B one packed NR-column
  * panel. The last vector of a row is masked to n_last lanes in the _tail variants. */
 typedef void (*pytpp_i8_ukr_fn)(int64_t ks, const void *a, int64_t lda, const void *b,
-                                int32_t *c, int64_t ldc, int accumulate, int64_t n_last);
+                                void *c, int64_t ldc, int accumulate, int64_t n_last);
 
-/* An 8-bit kernel table (gemm_i8.inc): the micro-kernels and the packers of their operands. */
+/* A lane kernel table (gemm_lane.inc): the micro-kernels and the packers of their operands. */
 typedef struct pytpp_i8_kernels {
     const char *name;
     pytpp_table_info info;
     int vl;                     /* int32 lanes per vector */
     int nv_main, mr_main;       /* main register block: mr_main x nv_main vectors */
     pytpp_i8_ukr_fn ukr[PYTPP_PK_NV_MAX][PYTPP_PK_MR_MAX][2]; /* [nv-1][mr-1][masked] */
-    int group;                  /* k values per 32-bit lane: 2 (int16 pairs) or 4 (u8/s8 quads) */
-    int packed_size;            /* bytes of one packed value: 2 or 1 */
+    int group;                  /* k values per 32-bit lane: 2 (int16 pairs), 4 (u8/s8 quads) or
+                                 * 1 (fp32: widened bf16) */
+    int k_pad;                  /* k is padded to a multiple of this */
+    int packed_size;            /* bytes of one packed value: 2, 1 or 4 */
+    int in_size;                /* bytes of one input element: 1 (8-bit) or 2 (bf16) */
+    int ftz;                    /* run under MXCSR DAZ+FTZ (widened bf16: the vdpbf16ps rule) */
     void (*pack_a)(const uint8_t *a, int64_t rsa, int64_t csa, int64_t rows, int64_t kk,
                    int64_t lda, int sgn, void *dst);
     void (*pack_b)(const uint8_t *b, int g, int64_t rs_g, int64_t rs_e, int64_t cs, int64_t kk,
@@ -46,6 +50,8 @@ typedef struct pytpp_i8_kernels {
 
 extern const pytpp_i8_kernels pytpp_mm_i8_ref, pytpp_mm_i8_avx2, pytpp_mm_i8_avx512,
     pytpp_mm_i8_avx512_vnni, pytpp_mm_i8_avx2_u7;
+/* bf16 widened to fp32 on the lane template (AVX2): A read by rows, no A panels to form. */
+extern const pytpp_i8_kernels pytpp_mm_bf16w_avx2;
 
 typedef struct pytpp_lowp_desc {
     int64_t m, n, k;
@@ -59,10 +65,10 @@ typedef struct pytpp_lowp_desc {
                                  * by the batch in bytes; B layout fields unused */
 } pytpp_lowp_desc;
 
-/* The kernels of one call: an 8-bit table, or a bf16 packed-panel table (gemm_bf16.inc, or the
- * fp32 widening kernels when kt->bf16_widened). */
+/* The kernels of one call: a lane table (8-bit, or widened bf16), or a bf16 packed-panel table
+ * (gemm_bf16.inc, or the fp32 widening kernels when kt->bf16_widened). */
 typedef struct pytpp_lowp_kernels {
-    const pytpp_i8_kernels *i8;
+    const pytpp_i8_kernels *i8;     /* lane kernels (the name is the family's first member) */
     const pytpp_pk_kernels *bf16;
 } pytpp_lowp_kernels;
 
