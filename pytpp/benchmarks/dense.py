@@ -75,6 +75,56 @@ def _attention(h, threads, B, H, L, E):
               10.0 * B * H * L * L * E, "GFLOP/s", "f32", impls)
 
 
+def _mlp(h, threads, batch, width, depth):
+    case = f"mlp {depth}x{width} batch {batch}"
+    if not h.wants(case):
+        return
+    rng = np.random.default_rng(3)
+    layers = [((rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32),
+               rng.standard_normal(width).astype(np.float32), "relu") for _ in range(depth)]
+    x = rng.standard_normal((batch, width)).astype(np.float32)
+    impls = [("pytpp.nn.mlp", lambda: nn.mlp(x, layers))]
+
+    def chain():
+        y = x
+        for w, b, act in layers:
+            y = nn.linear(y, w, b, activation=act)
+        return y
+    impls.append(("pytpp linear x3", chain))
+    torch = h.torch
+    if torch is not None:
+        seq = torch.nn.Sequential(*[m for w, b, _ in layers for m in (
+            torch.nn.Linear(width, width), torch.nn.ReLU())])
+        tx = torch.from_numpy(x)
+
+        def run_torch():
+            with torch.no_grad():
+                return seq(tx)
+        impls.append(("torch Sequential", run_torch))
+    h.compare(case, threads, 2.0 * batch * width * width * depth, "GFLOP/s", "f32", impls)
+
+
+def _bert(h, threads, B, L, D=768, H=12, F=3072):
+    case = f"bert layer B={B} L={L} D={D}"
+    if not h.wants(case):
+        return
+    w = nn.bert_layer_weights(D, F)
+    x = np.random.default_rng(4).standard_normal((B, L, D)).astype(np.float32)
+    impls = [("pytpp bert_layer", lambda: nn.bert_layer(x, w, H))]
+    torch = h.torch
+    if torch is not None:
+        layer = torch.nn.TransformerEncoderLayer(D, H, F, dropout=0.0, activation="gelu",
+                                                 batch_first=True, layer_norm_eps=1e-12).eval()
+        tx = torch.from_numpy(x)
+
+        def run_torch():
+            with torch.no_grad():
+                return layer(tx)
+        impls.append(("torch EncoderLayer", run_torch))
+    flops = B * L * (2.0 * D * 4 * D + 2.0 * 2 * D * F) + 4.0 * B * L * L * D
+    h.compare(case, threads, flops, "GFLOP/s", "f32", impls)
+
+
 def run(h):
     h.header("Dense layers (float32): linear with fused bias + activation (+ residual)")
     shapes = [(1024, 768, 3072, "gelu", False),     # BERT-base FFN up, batch 8 x seq 128
@@ -90,3 +140,7 @@ def run(h):
         _attention(h, threads, 1, 12, 512, 64)          # BERT-base, seq 512
         if not h.quick:
             _attention(h, threads, 8, 12, 128, 64)      # BERT-base, batch 8 x seq 128
+        _mlp(h, threads, 256, 1024, 3)                  # a 3-layer MLP 1024 wide
+        _bert(h, threads, 1, 128)                       # a whole BERT-base layer
+        if not h.quick:
+            _bert(h, threads, 1, 512)

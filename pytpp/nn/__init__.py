@@ -18,11 +18,13 @@ from pytpp.nn._chan_norms import (batch_norm, batch_norm_backward, group_norm,
 from pytpp.nn._attention import (multi_head_attention, scaled_dot_product_attention,
                                  scaled_dot_product_attention_backward)
 from pytpp.nn._linear import PackedLinear, linear, linear_backward
+from pytpp.nn._mlp import mlp, mlp_backward
+from pytpp.nn._bert import bert_layer, bert_layer_weights
 from pytpp.nn._norms import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from pytpp.nn._optim import adamw_step, sgd_step, split_sgd_step
 from pytpp.nn._embedding import embedding, embedding_bag, embedding_bag_backward
 
-__all__ = ["relu", "gelu", "tanh", "sigmoid", "exp", "softmax", "dropout", "relu_backward",
+__all__ = ["mlp", "mlp_backward", "bert_layer", "bert_layer_weights", "relu", "gelu", "tanh", "sigmoid", "exp", "softmax", "dropout", "relu_backward",
            "gelu_backward", "tanh_backward", "sigmoid_backward", "exp_backward",
            "softmax_backward", "dropout_backward", "layer_norm", "layer_norm_backward",
            "rms_norm", "rms_norm_backward", "group_norm", "group_norm_backward", "batch_norm",
