@@ -2,4 +2,5 @@
 from numpy import ndarray
 
 def sdpa_forward(q: ndarray, k: ndarray, v: ndarray, o: ndarray, mask: ndarray | None,
-                 msb: int, msl: int, mss: int, causal: bool, scale: float) -> None: ...
+                 msb: int, msl: int, mss: int, causal: bool, scale: float, seed: int = 0,
+                 thresh: int = 0, keep: float = 1.0) -> None: ...

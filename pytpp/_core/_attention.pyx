@@ -4,7 +4,7 @@ out, GIL released. The caller (pytpp.nn._attention) validated everything: q, k, 
 C-contiguous (batch, rows, features) of one engine dtype; mask None or an array of that dtype
 whose (batch, L, S) element strides are given."""
 cimport numpy as cnp
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t, uint32_t
 from pytpp._core._runtime cimport num_threads, active_isa, level
 from pytpp._core.cengine cimport PYTPP_F64, PYTPP_F32, pytpp_gemm_kernels
 from pytpp._core.celtwise cimport pytpp_ew_kernels
@@ -12,15 +12,21 @@ from pytpp._core.celtwise cimport pytpp_ew_kernels
 cnp.import_array()
 
 cdef extern from "pytpp/attention.h" nogil:
+    ctypedef struct pytpp_sdpa_dropout:
+        uint64_t seed
+        uint32_t thresh
+        double keep
     int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
                            int64_t batch, int64_t L, int64_t S, int64_t E, int64_t Ev,
                            const void *q, const void *k, const void *v, void *o,
                            const void *mask, int64_t msb, int64_t msl, int64_t mss, int causal,
-                           double scale, int nthreads)
+                           double scale, const pytpp_sdpa_dropout *drop, int nthreads)
 
 
 def sdpa_forward(cnp.ndarray q, cnp.ndarray k, cnp.ndarray v, cnp.ndarray o, object mask,
-                 int64_t msb, int64_t msl, int64_t mss, bint causal, double scale):
+                 int64_t msb, int64_t msl, int64_t mss, bint causal, double scale,
+                 uint64_t seed=0, uint32_t thresh=0, double keep=1.0):
+    """thresh > 0: dropout of the probabilities (attention.h's pytpp_sdpa_dropout)."""
     cdef int dt = PYTPP_F64 if cnp.PyArray_TYPE(q) == cnp.NPY_DOUBLE else PYTPP_F32
     cdef int isa = active_isa()
     cdef const pytpp_gemm_kernels *gk = level(isa).brgemm[dt]
@@ -34,8 +40,12 @@ def sdpa_forward(cnp.ndarray q, cnp.ndarray k, cnp.ndarray v, cnp.ndarray o, obj
     cdef const void *pm = NULL if mask is None else cnp.PyArray_DATA(<cnp.ndarray>mask)
     cdef int nt = num_threads()
     cdef int err
+    cdef pytpp_sdpa_dropout drop
+    drop.seed = seed
+    drop.thresh = thresh
+    drop.keep = keep
     with nogil:
         err = pytpp_sdpa_forward(gk, ew, batch, L, S, E, Ev, pq, pk, pv, po, pm, msb, msl, mss,
-                                 causal, scale, nt)
+                                 causal, scale, &drop if thresh else NULL, nt)
     if err:
         raise MemoryError("pytpp.nn.scaled_dot_product_attention: no memory for the tiles")

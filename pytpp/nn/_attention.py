@@ -1,6 +1,7 @@
 """Scaled dot-product attention with torch's semantics, forward fused in tiles (no (L, S) matrix
 in memory: attention.h), and multi-head attention on top of it."""
 import math
+from typing import Any
 
 import numpy as np
 
@@ -59,9 +60,37 @@ def _mask(attn_mask, lead, L, S, cdt, fn):
     return m3, tuple(st // m3.itemsize for st in m3.strides)
 
 
+def _dropout_args(dropout_p, seed, fn):
+    """(seed, thresh, keep) of the fused dropout; thresh 0 for none."""
+    p = _validate.real_arg(dropout_p, "dropout_p", fn, lo=0.0, hi=1.0)
+    if p >= 1.0:
+        raise ValueError(f"{fn}: dropout_p must be below 1, got {p}")
+    if p == 0.0:
+        return (0, 0, 1.0)
+    from pytpp.nn._activations import _seed_value
+    thresh = min(int(round(p * 2.0 ** 32)), 2 ** 32 - 1)
+    return (_seed_value(seed, fn), max(thresh, 1), 1.0 / (1.0 - p))
+
+
+def _keep_factors(lead_size, L, S, i0, i1, drop, cdt):
+    """(batch, i1 - i0, S): the fused forward's dropout factors (0 or 1 / (1 - p)) of queries
+    [i0, i1), drawn again from the same stream positions."""
+    from pytpp import tpp
+    seed, thresh, keep = drop
+    p = thresh / 2.0 ** 32
+    n = (i1 - i0) * S
+    k = tpp.unary("dropout", 1, n, dtype=cdt, p=p, seed=seed)
+    ones = np.ones(n, cdt)
+    out = np.empty((lead_size, i1 - i0, S), cdt)
+    for b in range(lead_size):
+        k.call_with_mask(ones, out[b].reshape(-1), None, base=(b * L + i0) * S)
+    return out
+
+
 def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike,
                                  attn_mask: ArrayLike | None = None, *, is_causal: bool = False,
-                                 dropout_p: float = 0.0, scale: float | None = None) -> Array:
+                                 dropout_p: float = 0.0, scale: float | None = None,
+                                 seed: Any = None) -> Array:
     """``softmax(q @ k^T * scale + mask) @ v`` (``torch.nn.functional.scaled_dot_product_attention``),
     fused in tiles: per block of 64 queries, the scores of one block of 128 keys at a time (a
     BRGEMM), the online softmax's running maximum and sum rescaling the accumulator, and P @ V by
@@ -77,9 +106,15 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike,
     is_causal : bool, optional
         Keep key j for query i when j <= i (top-left aligned when L != S).
     dropout_p : float, optional
-        Only 0 (inference) is supported here.
+        Dropout of the attention probabilities (training), inside the fused tiles: element
+        (..., i, j) of the (..., L, S) probability matrix is kept, scaled by 1 / (1 - p), exactly
+        where ``pytpp.nn.dropout(P, dropout_p, seed=seed)`` keeps it (the same Philox stream, the
+        C order of (..., L, S)); the softmax sums are those of P before dropping, as torch's.
     scale : float, optional
         Default 1 / sqrt(E).
+    seed : None, int, numpy.random.Generator or SeedSequence, optional
+        The dropout stream (see :func:`dropout`). Pass the same seed to
+        :func:`scaled_dot_product_attention_backward` to use the same mask.
 
     Returns
     -------
@@ -96,8 +131,7 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike,
     """
     fn = "pytpp.nn.scaled_dot_product_attention"
     q, k, v, lead = _qkv(q, k, v, fn)
-    if dropout_p != 0.0:
-        raise ValueError(f"{fn}: dropout_p={dropout_p} is not supported (inference only: 0.0)")
+    drop = _dropout_args(dropout_p, seed, fn)
     if attn_mask is not None and is_causal:
         raise ValueError(f"{fn}: give attn_mask or is_causal, not both (as torch)")
     L, E = q.shape[-2:]
@@ -115,7 +149,7 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike,
     o = np.empty((batch, L, Ev), cdt)
     if batch and L and Ev:
         _attention.sdpa_forward(flat(q, L, E), flat(k, S, E), flat(v, S, Ev), o, mask, msb,
-                                msl, mss, bool(is_causal), s)
+                                msl, mss, bool(is_causal), s, *drop)
     res = o.reshape(lead + (L, Ev))
     if q.dtype == _validate.BF16:
         from pytpp.linalg import _operands as ops
@@ -185,7 +219,8 @@ _BWD_BLOCK = 128
 
 def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: ArrayLike,
                                           v: ArrayLike, attn_mask: ArrayLike | None = None, *,
-                                          is_causal: bool = False, scale: float | None = None
+                                          is_causal: bool = False, scale: float | None = None,
+                                          dropout_p: float = 0.0, seed: Any = None
                                           ) -> tuple[Array, Array, Array]:
     """Gradients of :func:`scaled_dot_product_attention` with respect to q, k and v,
     recomputing the attention probabilities block by block of 128 queries (memory
@@ -199,6 +234,8 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
         (..., L, Ev), the gradient of the output.
     q, k, v, attn_mask, is_causal, scale
         As passed to :func:`scaled_dot_product_attention`.
+    dropout_p, seed
+        As passed to the forward (an int or a copy of the Generator's state: the same mask).
 
     Returns
     -------
@@ -218,6 +255,7 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
     from pytpp import linalg, nn
     fn = "pytpp.nn.scaled_dot_product_attention_backward"
     q, k, v, lead = _qkv(q, k, v, fn)
+    drop = _dropout_args(dropout_p, seed, fn)
     if attn_mask is not None and is_causal:
         raise ValueError(f"{fn}: give attn_mask or is_causal, not both (as torch)")
     L, E = q.shape[-2:]
@@ -250,9 +288,15 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
             p = nn.softmax(sc, axis=-1, out=sc)
         if mask is not None:
             np.nan_to_num(p, copy=False, nan=0.0)                     # fully masked rows
-        o = linalg.matmul(p, vf)
-        dv += linalg.matmul(np.swapaxes(p, 1, 2), gf[:, i0:i1])
+        pd = p
+        if drop[1]:
+            keep = _keep_factors(batch, L, S, i0, i1, drop, cdt)
+            pd = p * keep                                             # the probabilities V saw
+        o = linalg.matmul(pd, vf)
+        dv += linalg.matmul(np.swapaxes(pd, 1, 2), gf[:, i0:i1])
         ds = linalg.matmul(gf[:, i0:i1], vt)                          # dP, then dS in place
+        if drop[1]:
+            ds *= keep
         ds -= np.einsum("bld,bld->bl", gf[:, i0:i1], o)[..., None]
         ds *= p
         ds *= cdt.type(s)

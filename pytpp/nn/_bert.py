@@ -71,7 +71,8 @@ def bert_layer(x: ArrayLike, weights: dict[str, Any], num_heads: int, *,
     attn_mask : array_like, optional
         As in :func:`scaled_dot_product_attention` (broadcast to (B, num_heads, L, L)).
     dropout_p : float
-        Dropout of the attention output and of the FFN output (training); 0 for inference.
+        Dropout of the attention probabilities (fused in the attention tiles), of the attention
+        output and of the FFN output (training, as torch's layer); 0 for inference.
     seed : int, Generator or None
         The dropout stream (see :func:`dropout`).
     eps : float
@@ -110,7 +111,8 @@ def bert_layer(x: ArrayLike, weights: dict[str, Any], num_heads: int, *,
 
     qkv = _linear.linear(x, w["w_qkv"], w["b_qkv"])                         # (B, L, 3D)
     heads = qkv.reshape(B, L, 3, H, hd).transpose(2, 0, 3, 1, 4)             # (3, B, H, L, hd)
-    o = _attention.scaled_dot_product_attention(heads[0], heads[1], heads[2], attn_mask)
+    o = _attention.scaled_dot_product_attention(heads[0], heads[1], heads[2], attn_mask,
+                                                dropout_p=p, seed=rng)
     o = o.transpose(0, 2, 1, 3).reshape(B, L, D)
     if p > 0:
         a = _activations.dropout(_linear.linear(o, w["w_out"], w["b_out"]), p, seed=rng) + x

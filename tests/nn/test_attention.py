@@ -145,7 +145,7 @@ print((after - before) // 1024)
      "one dtype"),
     (lambda q: pytpp.nn.scaled_dot_product_attention(q, q, q, np.ones((2, 2), bool)), ValueError,
      "broadcast"),
-    (lambda q: pytpp.nn.scaled_dot_product_attention(q, q, q, dropout_p=0.1), ValueError,
+    (lambda q: pytpp.nn.scaled_dot_product_attention(q, q, q, dropout_p=1.0), ValueError,
      "dropout"),
     (lambda q: pytpp.nn.multi_head_attention(q, np.ones((12, 4)), np.eye(4), 3), ValueError,
      "num_heads"),
@@ -156,3 +156,49 @@ def test_bad_input(call, exc, match):
     q = np.ones((2, 5, 4))
     with pytest.raises(exc, match=match):
         call(q)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_dropout_is_dropout_of_the_probabilities(isa, rng, dtype, causal):
+    B, H, L, S, E = 2, 2, 37, 130 if not causal else 37, 16
+    q = rng.standard_normal((B, H, L, E)).astype(dtype)
+    k = rng.standard_normal((B, H, S, E)).astype(dtype)
+    v = rng.standard_normal((B, H, S, E)).astype(dtype)
+    p, seed = 0.3, 2024
+    o = pytpp.nn.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=p, seed=seed)
+    sc = np.einsum("bhle,bhse->bhls", q.astype(np.float64), k) / np.sqrt(E)
+    if causal:
+        sc[..., np.arange(S)[None, :] > np.arange(L)[:, None]] = -np.inf
+    probs = np.exp(sc - sc.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    # the mask pytpp.nn.dropout draws for the (B, H, L, S) matrix with the same seed
+    keep = pytpp.nn.dropout(np.ones(probs.shape, dtype), p, seed=seed)
+    want = np.einsum("bhls,bhse->bhle", probs * keep, v)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(o, want, atol=tol * (1 + np.abs(want).max()))
+    np.testing.assert_array_equal(
+        o, pytpp.nn.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=p,
+                                                 seed=seed))
+    assert not np.array_equal(
+        o, pytpp.nn.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=p,
+                                                 seed=seed + 1))
+    # backward with the same seed: the gradient of the same dropped product
+    g = rng.standard_normal(o.shape).astype(dtype)
+    gq, gk, gv = pytpp.nn.scaled_dot_product_attention_backward(g, q, k, v, is_causal=causal,
+                                                                dropout_p=p, seed=seed)
+    pd = probs * keep
+    dv = np.einsum("bhls,bhle->bhse", pd, g)
+    dp = np.einsum("bhle,bhse->bhls", g, v) * keep
+    ds = probs * (dp - (dp * probs).sum(-1, keepdims=True)) / np.sqrt(E)
+    dq = np.einsum("bhls,bhse->bhle", ds, k)
+    dk = np.einsum("bhls,bhle->bhse", ds, q)
+    for got, ref in ((gq, dq), (gk, dk), (gv, dv)):
+        np.testing.assert_allclose(got, ref, atol=10 * tol * (1 + np.abs(ref).max()))
+
+
+def test_dropout_p_is_checked():
+    q = np.ones((2, 4), np.float32)
+    for p in (1.0, -0.1, 2.0):
+        with pytest.raises(ValueError, match="dropout_p"):
+            pytpp.nn.scaled_dot_product_attention(q, q, q, dropout_p=p)

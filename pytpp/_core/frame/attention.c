@@ -6,6 +6,7 @@
 #include "pytpp/attention.h"
 #include "pytpp/elem_access.h"
 #include "pytpp/partition.h"
+#include "pytpp/philox.h"
 #include "pytpp/tuning.h"
 
 /* queries and keys per tile: a 64 x 128 score block and a 64-row accumulator stay in L1/L2 */
@@ -22,7 +23,26 @@ typedef struct att_job {
     int64_t msb, msl, mss;
     int causal;
     double scale;
+    const pytpp_sdpa_dropout *drop;   /* NULL: none */
 } att_job;
+
+/* Dropout of one row of probabilities (keys j0 ... j0 + bk of query i, batch entry b): the
+ * Philox word of element (b, i, j) of the (batch, L, S) matrix in C order keeps it (scaled by
+ * keep) when it is at least thresh, as pytpp.nn.dropout on that matrix. */
+static void drop_row(const att_job *j, int64_t b, int64_t i, int64_t j0, int64_t bk, char *row)
+{
+    uint32_t w[ATT_BK];
+    const pytpp_sdpa_dropout *dr = j->drop;
+    pytpp_philox_fill(w, bk, (uint64_t)((b * j->L + i) * j->S + j0), dr->seed);
+    if (j->esz == 8) {
+        double *r = (double *)row;
+        for (int64_t t = 0; t < bk; ++t) r[t] = w[t] >= dr->thresh ? r[t] * dr->keep : 0.0;
+    } else {
+        float *r = (float *)row;
+        const float keep = (float)dr->keep;
+        for (int64_t t = 0; t < bk; ++t) r[t] = w[t] >= dr->thresh ? r[t] * keep : 0.0f;
+    }
+}
 
 
 /* c (m x n, ldc) = alpha * a (m x kk, lda) b (kk x n, ldb) + beta * c, one thread */
@@ -84,6 +104,7 @@ static void query_block(const att_job *j, int64_t b, int64_t i0, int64_t bq, con
                 j->ew->binary[PYTPP_EW_MUL](Ev, ar, cf, ar, 2);
             }
             m[r] = mnew;
+            if (j->drop) drop_row(j, b, i, j0, bk, row);   /* after the sum: P's own rows */
         }
         gemm1(j, bq, Ev, bk, s, ATT_BK, vb + j0 * Ev * esz, Ev, acc, Ev, 1.0, 1.0);
     }
@@ -115,14 +136,15 @@ static void transpose_k(const att_job *j, int64_t b, char *kt)
 int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew, int64_t batch,
                        int64_t L, int64_t S, int64_t E, int64_t Ev, const void *q, const void *k,
                        const void *v, void *o, const void *mask, int64_t msb, int64_t msl,
-                       int64_t mss, int causal, double scale, int nthreads)
+                       int64_t mss, int causal, double scale, const pytpp_sdpa_dropout *drop,
+                       int nthreads)
 {
     if (batch <= 0 || L <= 0 || Ev <= 0) return 0;
     const int64_t esz = ew->dtype == PYTPP_EW_F64 ? 8 : 4;
     const att_job j = {.gk = gk, .ew = ew, .L = L, .S = S, .E = E, .Ev = Ev, .esz = esz,
                        .dtype = esz == 8 ? PYTPP_F64 : PYTPP_F32, .q = q, .k = k, .v = v,
                        .mask = mask, .o = o, .msb = msb, .msl = msl, .mss = mss,
-                       .causal = causal, .scale = scale};
+                       .causal = causal, .scale = scale, .drop = drop};
     const int64_t qblocks = (L + ATT_BQ - 1) / ATT_BQ, tasks = batch * qblocks;
     int nt = nthreads < 1 ? 1 : nthreads;
     if ((double)batch * L * S * (E + Ev) * 2.0 < (double)(1 << 20)) nt = 1;

@@ -14,6 +14,16 @@
 extern "C" {
 #endif
 
+/* Dropout of the probabilities (training): element (b, i, j) of the (batch, L, S) matrix is
+ * kept, times keep = 1 / (1 - p), when word (b * L + i) * S + j of the Philox stream of `seed`
+ * (philox.h) is at least thresh = p * 2^32: the mask pytpp.nn.dropout draws for that matrix. The
+ * softmax denominators are taken before dropping. */
+typedef struct pytpp_sdpa_dropout {
+    uint64_t seed;
+    uint32_t thresh;
+    double keep;
+} pytpp_sdpa_dropout;
+
 /* q (batch, L, E), k (batch, S, E), v (batch, S, Ev), o (batch, L, Ev): C-contiguous, of the
  * tables' dtype. mask: additive scores (NULL for none) read at
  * mask[b * msb + i * msl + j * mss] (element strides; 0 broadcasts). causal: key j is kept for
@@ -22,7 +32,8 @@ extern "C" {
 int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew, int64_t batch,
                        int64_t L, int64_t S, int64_t E, int64_t Ev, const void *q, const void *k,
                        const void *v, void *o, const void *mask, int64_t msb, int64_t msl,
-                       int64_t mss, int causal, double scale, int nthreads);
+                       int64_t mss, int causal, double scale, const pytpp_sdpa_dropout *drop,
+                       int nthreads);
 
 #ifdef __cplusplus
 }
