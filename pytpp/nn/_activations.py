@@ -297,7 +297,7 @@ def sigmoid(x: ArrayLike, *, approx: Approx = False, out: Array | None = None) -
     ----------
     {x}
     approx : bool or str
-        False: within a few ulp. True (or 'approx'): from the approximate exp of -|x|;
+        False: within a few ulp. True (or 'approx'): from the approximate exp of ``-|x|``;
         'pade': (tanh_pade(x/2) + 1) / 2 (float32 compute; bounds in docs/eltwise.md).
     {out}
 

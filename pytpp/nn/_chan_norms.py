@@ -85,14 +85,14 @@ def group_norm(x: ArrayLike, num_groups: int, weight: ArrayLike | None = ...,
 def group_norm(x: ArrayLike, num_groups: int, weight: ArrayLike | None = None,
                bias: ArrayLike | None = None, eps: float = 1e-5, *, out: Array | None = None,
                return_stats: bool = False) -> Array | tuple[Array, Array, Array]:
-    """Group normalisation of (N, C, *) (``torch.nn.functional.group_norm``): the channels of
+    """Group normalisation of ``(N, C, *)`` (``torch.nn.functional.group_norm``): the channels of
     each sample in ``num_groups`` groups, each group normalised over its channels and spatial
     elements, then ``* weight[c] + bias[c]`` per channel.
 
     Parameters
     ----------
     x : array_like
-        (N, C, *), float64, float32, bfloat16 or float16.
+        ``(N, C, *)``, float64, float32, bfloat16 or float16.
     num_groups : int
         Divides C.
     weight, bias : array_like, optional
@@ -148,7 +148,7 @@ def group_norm_backward(grad_out: ArrayLike, x: ArrayLike, num_groups: int, mean
     Parameters
     ----------
     grad_out, x : array_like
-        (N, C, *), one shape.
+        ``(N, C, *)``, one shape.
     num_groups : int
     mean, rstd : array_like
         (N, num_groups), as returned by ``group_norm(..., return_stats=True)``.
@@ -250,7 +250,7 @@ def batch_norm(x: ArrayLike, running_mean: Array | None, running_var: Array | No
     Parameters
     ----------
     x : array_like
-        (N, C, *) or, with data_format="NHWC", (N, *, C).
+        ``(N, C, *)`` or, with ``data_format="NHWC"``, ``(N, *, C)``.
     running_mean, running_var : ndarray or None
         (C,) float arrays; required in eval, updated in training when given (nothing is written
         when the call raises).
