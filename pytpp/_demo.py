@@ -58,6 +58,12 @@ def _steps(rng):
         return h
     yield ("MLP 3 x 1024, batch 256, fused GELU (tanh)", mlp_pytpp, mlp_numpy,
            lambda: mlp_numpy(np.float64), "GFLOP/s", 3 * 2 * 256 * 1024 * 1024)
+    # int8 inference: the FFN's first layer (BERT-base) with int8 weights, dynamic activations
+    xq = rng.standard_normal((128, 768)).astype(np.float32)
+    wq = (rng.standard_normal((3072, 768)) / 28).astype(np.float32)
+    qlayer = pytpp.quant.QuantizedLinear(wq)
+    yield ("int8 linear 128 x 768 -> 3072 (vs fp32 numpy)", lambda: qlayer(xq),
+           lambda: xq @ wq.T, lambda: xq.astype(np.float64) @ wq.T, "GOP/s", 2 * 128 * 768 * 3072)
     t = rng.standard_normal((4096, 1024)).astype(np.float32)
     to = np.empty_like(t)
 
