@@ -60,6 +60,18 @@ def _mask(attn_mask, lead, L, S, cdt, fn):
     return m3, tuple(st // m3.itemsize for st in m3.strides)
 
 
+def sequence_and_heads(x, num_heads, fn):
+    """x checked as a (B, L, D) batch of sequences whose width `num_heads` divides: (x, shape)."""
+    x = _validate.contraction_operand(x, "x", fn)
+    if x.ndim != 3:
+        raise ValueError(f"{fn}: x must be (B, L, D), got shape {x.shape}")
+    D = x.shape[2]
+    if not isinstance(num_heads, (int, np.integer)) or num_heads < 1 or D % num_heads:
+        raise ValueError(f"{fn}: num_heads={num_heads!r} must be a positive integer dividing "
+                         f"D = {D}")
+    return x, x.shape
+
+
 def _dropout_args(dropout_p, seed, fn):
     """(seed, thresh, keep) of the fused dropout; thresh 0 for none."""
     p = _validate.real_arg(dropout_p, "dropout_p", fn, lo=0.0, hi=1.0)
@@ -193,13 +205,7 @@ def multi_head_attention(x: ArrayLike, w_qkv: ArrayLike, w_out: ArrayLike, num_h
     """
     from pytpp import nn
     fn = "pytpp.nn.multi_head_attention"
-    x = _validate.contraction_operand(x, "x", fn)
-    if x.ndim != 3:
-        raise ValueError(f"{fn}: x must be (B, L, D), got shape {x.shape}")
-    B, L, D = x.shape
-    if not isinstance(num_heads, (int, np.integer)) or num_heads < 1 or D % num_heads:
-        raise ValueError(f"{fn}: num_heads={num_heads!r} must be a positive integer dividing "
-                         f"D = {D}")
+    x, (B, L, D) = sequence_and_heads(x, num_heads, fn)
     w_qkv = _validate.contraction_operand(w_qkv, "w_qkv", fn)
     w_out = _validate.contraction_operand(w_out, "w_out", fn)
     if w_qkv.shape != (3 * D, D) or w_out.shape != (D, D):

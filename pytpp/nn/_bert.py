@@ -92,13 +92,7 @@ def bert_layer(x: ArrayLike, weights: dict[str, Any], num_heads: int, *,
     (2, 7, 64)
     """
     fn = "pytpp.nn.bert_layer"
-    x = _validate.contraction_operand(x, "x", fn)
-    if x.ndim != 3:
-        raise ValueError(f"{fn}: x must be (B, L, D), got shape {x.shape}")
-    B, L, D = x.shape
-    if not isinstance(num_heads, (int, np.integer)) or num_heads < 1 or D % num_heads:
-        raise ValueError(f"{fn}: num_heads={num_heads!r} must be a positive integer dividing "
-                         f"D = {D}")
+    x, (B, L, D) = _attention.sequence_and_heads(x, num_heads, fn)
     missing = [k for k in _KEYS if k not in weights]
     if missing:
         raise ValueError(f"{fn}: weights lack {missing} (see pytpp.nn.bert_layer_weights)")

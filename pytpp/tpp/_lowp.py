@@ -12,7 +12,7 @@ import numpy as np
 from pytpp import _validate
 from pytpp._core import _lowp, _runtime
 from pytpp._typing import Array
-from pytpp.tpp import _cache
+from pytpp.tpp import _cache, _handles
 
 BF16 = _validate.BF16
 I8, U8, I32, F32 = (np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.float32))
@@ -94,7 +94,7 @@ def _repack(kern, b):
     return LowpPackedB(kern, b)
 
 
-class LowpKernel:
+class LowpKernel(_handles.Kernel):
     """A dispatched bf16 or 8-bit BRGEMM (``kind_name == "brgemm"``) or GEMM handle.
 
     Calls take row-major operands; B blocks are (k, n), or with ``b_vnni=True`` in
@@ -102,10 +102,8 @@ class LowpKernel:
     (bf16 handles) or int32 (8-bit handles); it is returned."""
 
     def __init__(self, kind, m, n, k, dt, bdt, cdt, b_vnni, beta, batch, isa, descriptor):
+        super().__init__(descriptor, isa)
         self.kind_name = kind
-        self.descriptor = descriptor
-        self._isa = isa
-        self._isa_idx = _runtime.isa_index(isa)
         self._m, self._n, self._k = m, n, k
         self._dt, self._bdt, self._cdt = dt, bdt, cdt
         self._b_vnni, self._beta, self._batch = b_vnni, beta, batch
@@ -115,18 +113,6 @@ class LowpKernel:
         self._b_shape = (self._kq, n, self._v) if b_vnni else (k, n)
         self._family = "bf16" if dt == BF16 else "i8"
         self._a7 = False
-        self._a7_trusted = False     # set by callers that produce A in [0, 127] themselves
-
-    @property
-    def isa(self) -> str:
-        return self._isa
-
-    def __repr__(self) -> str:
-        d = ", ".join(f"{k}={v}" for k, v in self.descriptor.items())
-        return f"<pytpp {self.kind_name} kernel {d} isa={self._isa}>"
-
-    def __reduce__(self):
-        return (_cache.rebuild, self._recipe)
 
     # operand checks -------------------------------------------------------------------------
     def _dtype_ok(self, x, want, name):
@@ -273,7 +259,7 @@ class LowpKernel:
             return forced
         if self._isa != "avx2" or a.dtype != U8 or b.dtype != I8:
             return 0
-        if not self._a7_trusted and a.size and int(np.max(a)) > 127:
+        if a.size and int(np.max(a)) > 127:
             raise ValueError(f"{self._fn}: the handle was made with a_7bit=True but A holds "
                              f"values above 127")
         return _U7
