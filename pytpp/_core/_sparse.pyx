@@ -14,6 +14,7 @@ cnp.import_array()
 cdef extern from "pytpp/sparse.h" nogil:
     ctypedef struct pytpp_bsparse:
         int64_t ngroups
+        int64_t ninner
         int64_t bm, bk
         const int64_t *indptr
         const int32_t *idx
@@ -28,9 +29,11 @@ cdef extern from "pytpp/sparse.h" nogil:
                         int nthreads)
 
 
-cdef int fill(pytpp_bsparse *s, cnp.ndarray indptr, cnp.ndarray idx, cnp.ndarray data):
+cdef int fill(pytpp_bsparse *s, cnp.ndarray indptr, cnp.ndarray idx, cnp.ndarray data,
+              int64_t ninner):
     cdef int64_t isz = cnp.PyArray_ITEMSIZE(data)
     s.ngroups = cnp.PyArray_DIM(indptr, 0) - 1
+    s.ninner = ninner
     s.bm = cnp.PyArray_DIM(data, 1)
     s.bk = cnp.PyArray_DIM(data, 2)
     s.indptr = <const int64_t *>cnp.PyArray_DATA(indptr)
@@ -47,7 +50,7 @@ def spmm_rows(cnp.ndarray indptr, cnp.ndarray idx, cnp.ndarray data, cnp.ndarray
     """c = A @ b, A given by its block rows (indptr, idx, data); b and c with unit column
     stride."""
     cdef pytpp_bsparse s
-    cdef int dt = fill(&s, indptr, idx, data)
+    cdef int dt = fill(&s, indptr, idx, data, cnp.PyArray_DIM(b, 0) // cnp.PyArray_DIM(data, 2))
     cdef int64_t isz = cnp.PyArray_ITEMSIZE(data)
     cdef const pytpp_gemm_kernels *kt = level(active_isa()).brgemm[dt]
     cdef const void *pb = cnp.PyArray_DATA(b)
@@ -67,7 +70,7 @@ def spmm_cols(cnp.ndarray x, cnp.ndarray indptr, cnp.ndarray idx, cnp.ndarray da
     """c = x @ W, W given by its block columns (indptr, idx, data; blocks with unit column
     stride); x any element strides, c unit column stride."""
     cdef pytpp_bsparse s
-    cdef int dt = fill(&s, indptr, idx, data)
+    cdef int dt = fill(&s, indptr, idx, data, cnp.PyArray_DIM(x, 1) // cnp.PyArray_DIM(data, 1))
     cdef int64_t isz = cnp.PyArray_ITEMSIZE(data)
     cdef const pytpp_gemm_kernels *kt = level(active_isa()).brgemm[dt]
     cdef const void *px = cnp.PyArray_DATA(x)

@@ -141,3 +141,17 @@ def test_bf16_matches_widened(rng):
     A = BSR.from_dense(a, block=(8, 8))
     A32 = BSR.from_dense(a.astype(np.float32), block=(8, 8))
     np.testing.assert_array_equal(A @ b, A32 @ b.astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [37, 100])
+@pytest.mark.parametrize("block", [(16, 16), (3, 7), (1, 8)])
+def test_wide_b_is_packed(isa, threads, rng, dtype, n, block):
+    """B larger than L1 and wider than one register tile goes through the column-panel packing
+    (the last panel zero-padded)."""
+    bm, bk = block
+    a = block_sparse(rng, (8 * bm, (448 // bk) * bk), block, 0.3, dtype)
+    b = rng.standard_normal((a.shape[1], n)).astype(dtype)
+    assert_product(BSR.from_dense(a, block=block) @ b, a, b, np.dtype(dtype))
+    x = rng.standard_normal((n, a.shape[0])).astype(dtype)
+    assert_product(x @ BCSC.from_dense(a, block=block), x, a, np.dtype(dtype))

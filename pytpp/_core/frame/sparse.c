@@ -4,6 +4,7 @@
  * A and one B address per block): the tile's accumulators stay in registers over the whole
  * block row and C is written once. No ISA code here. */
 #include <stdlib.h>
+#include <string.h>
 #include "pytpp/sparse.h"
 #include "pytpp/partition.h"
 #include "pytpp/tuning.h"
@@ -33,6 +34,10 @@ typedef struct walk {
     int64_t chunk;            /* blocks per pass over a cache panel */
     int64_t tiles_per_panel;  /* tiles of a cache panel */
     int prefetch;             /* use the prefetching micro-kernels */
+    /* B packed in column panels (row walk): panel ct holds B[:, ct*pw : ct*pw + pw] as a
+     * K x pw row-major block at b_panel_stride * ct; 0: B read in place */
+    int64_t b_panel_stride;
+    int64_t pw_vec;           /* vectors per packed panel (= per column tile) */
 } walk;
 
 /* Register block for a rows x cols panel with reduction k per block: the (MR, NV) of the table
@@ -59,15 +64,17 @@ static void choose_tiles(walk *w)
     }
 }
 
-/* Cache panels. Measured on Zen 3 (f32, 16x16 and 8x8 blocks, density 0.1, N 32 and 256):
- * reducing a whole block row per tile (one chunk, one panel) was as fast as or faster than
- * chunks of 1-4 blocks over panels of 12 tiles, and the prefetching micro-kernels did not help;
- * the knobs stay for other machines. */
+/* Cache panels and prefetch. Measured on Zen 3 (f32, 4096^2, blocks 4-16, density 0.1, N 32 and
+ * 256, CPU time of one thread): reducing a whole block row per tile (one chunk, one panel) was
+ * as fast as or faster than chunks of 1-16 blocks over panels of 12 tiles; the prefetching
+ * micro-kernels (the next block's B rows while this one is multiplied) gained 5-40% on the row
+ * walk from 4-deep blocks (B streams from L3 there) and lost ~10% on 1 x 1 blocks and on the
+ * column walk. The knobs stay for other machines. */
 static void choose_panels(walk *w)
 {
     w->chunk = INT64_MAX;
     w->tiles_per_panel = w->n_rt * w->n_ct;
-    w->prefetch = 0;
+    w->prefetch = w->sparse_is_a && w->k >= 4;
 }
 
 /* Output tiles [t0, t1) of group g. Tiles go in cache panels (runs of tiles_per_panel); a panel
@@ -102,7 +109,12 @@ static void run_group(const walk *w, int64_t g, int64_t t0, int64_t t1, const vo
                 const int64_t rt = w->cols_outer ? t % w->n_rt : t / w->n_ct;
                 int64_t r0, mr, v0, nv;
                 pytpp_split(w->rows, w->n_rt, rt, &r0, &mr);
-                pytpp_split(w->nvec, w->n_ct, ct, &v0, &nv);
+                if (w->b_panel_stride) { /* packed: fixed-width panels, the last narrower */
+                    v0 = ct * w->pw_vec;
+                    nv = w->nvec - v0 < w->pw_vec ? w->nvec - v0 : w->pw_vec;
+                } else {
+                    pytpp_split(w->nvec, w->n_ct, ct, &v0, &nv);
+                }
                 const int64_t j0 = v0 * kt->vl;
                 const int64_t end = (v0 + nv) * kt->vl < w->cols ? (v0 + nv) * kt->vl : w->cols;
                 const int64_t n_last = end - (v0 + nv - 1) * kt->vl;
@@ -111,8 +123,9 @@ static void run_group(const walk *w, int64_t g, int64_t t0, int64_t t1, const vo
                                                      : kt->ukr[nv - 1][mr - 1][masked];
                 /* row walk: A offset = tile rows inside the blocks, B offset = tile columns of
                  * B; column walk: A offset = tile rows of X, B offset = columns in the blocks */
+                const int64_t b_off = w->b_panel_stride ? ct * w->b_panel_stride : j0;
                 ukr(w->k, nbc, (const void *const *)(ap + c0), r0 * w->tile_a_row, w->rsa,
-                    w->csa, (const void *const *)(bp + c0), j0, w->ldb,
+                    w->csa, (const void *const *)(bp + c0), b_off, w->ldb,
                     cg + (r0 * w->ldc + j0) * (int64_t)w->esz, w->ldc, 1.0, beta, n_last);
             }
             c0 += nbc;
@@ -198,6 +211,24 @@ static int run_walk(const walk *w, int nthreads)
     return err ? -1 : 0;
 }
 
+/* B (K x n, row stride ldb) into column panels of pw elements: panel p is K x pw row-major at
+ * dst + p * K * pw, the last panel zero-padded. Threads split the rows. */
+static void pack_panels(const char *b, int64_t K, int64_t n, int64_t ldb, int64_t pw, size_t esz,
+                        char *dst, int nthreads)
+{
+    const int64_t npanel = (n + pw - 1) / pw;
+    #pragma omp parallel for num_threads(nthreads) if (nthreads > 1) schedule(static)
+    for (int64_t r = 0; r < K; ++r) {
+        const char *src = b + r * ldb * (int64_t)esz;
+        for (int64_t p = 0; p < npanel; ++p) {
+            const int64_t j0 = p * pw, len = n - j0 < pw ? n - j0 : pw;
+            char *d = dst + ((p * K + r) * pw) * (int64_t)esz;
+            memcpy(d, src + j0 * (int64_t)esz, (size_t)len * esz);
+            if (len < pw) memset(d + len * (int64_t)esz, 0, (size_t)(pw - len) * esz);
+        }
+    }
+}
+
 int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, int dtype, const pytpp_bsparse *a, const void *b,
                     int64_t ldb, int64_t n, void *c, int64_t ldc, int nthreads)
 {
@@ -221,7 +252,28 @@ int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, int dtype, const pytpp_bsparse
     w.tile_a_row = a->brs;
     choose_tiles(&w);
     choose_panels(&w);
-    return run_walk(&w, nthreads);
+    /* B wider than one tile and larger than L1: pack it into tile-wide column panels (the
+     * paper's B[Nb][K][bn]), so the bk rows a block multiplies are one contiguous run that the
+     * hardware prefetcher streams, instead of bk lines a row stride apart. The copy is K x n
+     * once; the walk reads B about density x (K / bk) x bm / mr times. */
+    char *packed = NULL;
+    const int64_t kdim = a->ninner * a->bk;
+    const int64_t pw_vec = (w.nvec + w.n_ct - 1) / w.n_ct, pw = pw_vec * kt->vl;
+    if (w.n_ct > 1 && kdim * n * (int64_t)w.esz > PYTPP_DEFAULT_L1 && a->indptr[a->ngroups] > 0) {
+        packed = malloc((size_t)(w.n_ct * kdim * pw) * w.esz);
+        if (packed) {
+            pack_panels((const char *)b, kdim, n, ldb, pw, w.esz, packed, nthreads);
+            w.dense = packed;
+            w.ldb = pw;
+            w.dense_step = a->bk * pw;
+            w.b_panel_stride = kdim * pw;
+            w.pw_vec = pw_vec;
+            w.n_ct = (w.nvec + pw_vec - 1) / pw_vec;
+        }
+    }
+    const int err = run_walk(&w, nthreads);
+    free(packed);
+    return err;
 }
 
 int pytpp_spmm_cols(const pytpp_gemm_kernels *kt, int dtype, const void *x, int64_t m, int64_t rsx,

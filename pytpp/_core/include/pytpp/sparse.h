@@ -24,6 +24,7 @@ extern "C" {
  * (r, c) at r * brs + c * bcs. */
 typedef struct pytpp_bsparse {
     int64_t ngroups;          /* block rows (row walk) or block columns (column walk) */
+    int64_t ninner;           /* blocks across a group: the range of idx */
     int64_t bm, bk;           /* block rows x block columns of the sparse matrix */
     const int64_t *indptr;    /* ngroups + 1, non-decreasing, indptr[0] == 0 */
     const int32_t *idx;       /* inner block index of each block */
