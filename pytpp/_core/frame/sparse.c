@@ -12,6 +12,9 @@
 #include <omp.h>
 #endif
 
+/* Parts of near-equal work per thread (see run_walk). */
+#define PARTS_PER_THREAD 8
+
 /* How a group's output panel (rows x cols) is tiled, and how its blocks map to ukr operands. */
 typedef struct walk {
     const pytpp_gemm_kernels *kt;
@@ -154,10 +157,10 @@ static inline double group_weight(const walk *w, int64_t g)
 /* Splits groups x panels into `team` runs of near-equal weight; bounds[t]..bounds[t+1] are the
  * units of thread t (unit u = group u / npanel, panel u % npanel). A unit goes to the thread in
  * whose share of the total its midpoint falls, so the runs are contiguous. */
-static void balance(const walk *w, int64_t npanel, int team, double total, int64_t *bounds)
+static void balance(const walk *w, int64_t npanel, int64_t team, double total, int64_t *bounds)
 {
     const int64_t nunits = w->s->ngroups * npanel;
-    int t = 1;
+    int64_t t = 1;
     double acc = 0.0;
     bounds[0] = 0;
     for (int64_t u = 0; u < nunits && t < team; ++u) {
@@ -187,37 +190,37 @@ static int run_walk(const walk *w, int nthreads)
     const double flops = 2.0 * (double)s->indptr[ng] * (double)(s->bm * s->bk) *
                          (double)(w->sparse_is_a ? w->cols : w->rows);
     if (nthreads > 1 && flops < PYTPP_BRGEMM_PAR_MIN_FLOPS) nthreads = 1;
-    /* Split a group's tiles into panels when one group alone would outweigh a thread's share
-     * (a skewed matrix, or fewer groups than threads): the panels are still disjoint tiles. */
+    /* Work is cut into PARTS_PER_THREAD x threads runs of consecutive output blocks of
+     * near-equal weight (stored blocks, not rows), which the threads take in turn (dynamic):
+     * equal parts balance a skewed matrix, and more parts than threads absorb a core that runs
+     * slower for a while (another process, a frequency drop). A group heavier than half a part
+     * is cut into panels of its tiles, still disjoint outputs. */
+    const int64_t nparts = nthreads > 1 ? (int64_t)nthreads * PARTS_PER_THREAD : 1;
     int64_t npanel = 1;
-    if (nthreads > 1 && total > 0.0) {
-        npanel = (int64_t)(2.0 * nthreads * maxw / total) + 1;
+    if (nparts > 1 && total > 0.0) {
+        npanel = (int64_t)(2.0 * (double)nparts * maxw / total) + 1;
         if (npanel > ntiles) npanel = ntiles;
     }
+    int64_t *bounds = malloc(sizeof(int64_t) * (size_t)(nparts + 1));
+    if (!bounds) return -1;
+    balance(w, npanel, nparts, total, bounds);
     const size_t nptr = (size_t)(maxnb + 1);
     int err = 0;
     #pragma omp parallel num_threads(nthreads) if (nthreads > 1) reduction(| : err)
     {
-        int tid = 0, team = 1;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-        team = omp_get_num_threads();
-#endif
-        int64_t bounds_stack[65], *bounds = team < 64 ? bounds_stack : malloc(sizeof(int64_t) * (size_t)(team + 1));
         const void **ap = malloc(2 * nptr * sizeof(void *));
-        if (!ap || !bounds) {
-            err = 1;
-        } else {
-            const void **bp = ap + nptr;
-            balance(w, npanel, team, total, bounds);
-            for (int64_t u = bounds[tid]; u < bounds[tid + 1]; ++u) {
+        if (!ap) err = 1;
+        #pragma omp for schedule(dynamic, 1)
+        for (int64_t part = 0; part < nparts; ++part) {
+            if (!ap) continue;
+            for (int64_t u = bounds[part]; u < bounds[part + 1]; ++u) {
                 const int64_t g = u / npanel, p = u % npanel;
-                run_group(w, g, ntiles * p / npanel, ntiles * (p + 1) / npanel, ap, bp);
+                run_group(w, g, ntiles * p / npanel, ntiles * (p + 1) / npanel, ap, ap + nptr);
             }
         }
         free(ap);
-        if (bounds != bounds_stack) free(bounds);
     }
+    free(bounds);
     return err ? -1 : 0;
 }
 
