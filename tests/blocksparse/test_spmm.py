@@ -155,3 +155,23 @@ def test_wide_b_is_packed(isa, threads, rng, dtype, n, block):
     assert_product(BSR.from_dense(a, block=block) @ b, a, b, np.dtype(dtype))
     x = rng.standard_normal((n, a.shape[0])).astype(dtype)
     assert_product(x @ BCSC.from_dense(a, block=block), x, a, np.dtype(dtype))
+
+
+def test_same_result_on_any_thread_count(rng):
+    """Every output element is one thread's sum over the same blocks in the same order."""
+    a = block_sparse(rng, (512, 256), (16, 8), 0.2, np.float32)
+    a[:64] = rng.standard_normal((64, 256))  # skewed: dense leading block rows
+    A = BSR.from_dense(a, block=(16, 8))
+    b = rng.standard_normal((256, 77)).astype(np.float32)
+    x = rng.standard_normal((50, 512)).astype(np.float32)
+    old = pytpp.get_num_threads()
+    try:
+        res = []
+        for nt in (1, 2):
+            pytpp.set_num_threads(nt)
+            res.append((A @ b, x @ A))
+    finally:
+        pytpp.set_num_threads(old)
+    for r in res[1:]:
+        np.testing.assert_array_equal(r[0], res[0][0])
+        np.testing.assert_array_equal(r[1], res[0][1])

@@ -3,8 +3,9 @@
  * batch-reduce over the non-empty blocks of the sparse operand's matching block row / column,
  * through the level's BRGEMM micro-kernels (gemm_ukr.inc, address mode: one pointer per block).
  * No atomics, no private copies of the output: a tile is written once, when its reduction ends.
- * Threads take contiguous runs of output blocks of near-equal non-zero count (not row count),
- * so a skewed matrix (most blocks in a few rows) still splits evenly.
+ * Threads take runs of consecutive output blocks of near-equal non-zero count (not row count),
+ * 8 runs per thread handed out dynamically, so a skewed matrix (most blocks in a few rows) still
+ * splits evenly.
  *
  * Row-major (numpy C order) throughout; strides in elements. The paper's BCSC of a column-major
  * A is, in these terms, the block-row walk below. */
