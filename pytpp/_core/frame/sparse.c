@@ -272,7 +272,10 @@ int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, int dtype, const pytpp_bsparse
     char *packed = NULL;
     const int64_t kdim = a->ninner * a->bk;
     const int64_t pw_vec = (w.nvec + w.n_ct - 1) / w.n_ct, pw = pw_vec * kt->vl;
-    if (w.n_ct > 1 && kdim * n * (int64_t)w.esz > PYTPP_DEFAULT_L1 && a->indptr[a->ngroups] > 0) {
+    /* ... and only when the walk reads B's rows at least twice on average: at density 0.01
+     * (2048^2, 16 x 16 blocks) the copy cost as much as the product. */
+    const int64_t b_rows_read = a->indptr[a->ngroups] * a->bk;
+    if (w.n_ct > 1 && kdim * n * (int64_t)w.esz > PYTPP_DEFAULT_L1 && b_rows_read >= 2 * kdim) {
         /* cache-line aligned: a tile's vector loads never straddle two lines */
         const size_t bytes = (size_t)(w.n_ct * kdim * pw) * w.esz;
         packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
