@@ -9,6 +9,8 @@ bfloat16, a skewed matrix (half the blocks in 5% of the block rows) and the BERT
 to 20% in 8 x 8 blocks (dense x sparse). ``python -m pytpp bench sparse_grid`` runs the issue's
 full grid (4096^2 and 2048^2, blocks 1-32, densities 0.5-0.01, N 32 and 256, fp32 and bf16).
 Run with ``--threads 1,2`` for the thread scaling."""
+import warnings
+
 import ml_dtypes
 import numpy as np
 
@@ -24,7 +26,7 @@ def random_block_sparse(size, block, density, dtype, skew=False, seed=0):
     rng = np.random.default_rng(seed)
     nb = size // block
     total = nb * nb
-    keep = int(round(density * total))
+    keep = round(density * total)
     if skew:
         heavy_rows = max(1, nb // 20)
         heavy = min(keep // 2, heavy_rows * nb)
@@ -44,9 +46,13 @@ def random_block_sparse(size, block, density, dtype, skew=False, seed=0):
 def _torch_peers(torch, a32, b32, block):
     """torch sparse csr and bsr (fp32 only: torch's CPU sparse matmul has no bfloat16)."""
     ta, tb = torch.from_numpy(a32), torch.from_numpy(b32)
-    peers = [("torch csr", (lambda m: lambda: m @ tb)(ta.to_sparse_csr()))]
-    if block > 1:
-        peers.append(("torch bsr", (lambda m: lambda: m @ tb)(ta.to_sparse_bsr((block, block)))))
+    with warnings.catch_warnings():  # "sparse CSR/BSR tensor support is in beta"
+        warnings.simplefilter("ignore", UserWarning)
+        csr = ta.to_sparse_csr()
+        bsr = ta.to_sparse_bsr((block, block)) if block > 1 else None
+    peers = [("torch csr", lambda: csr @ tb)]
+    if bsr is not None:
+        peers.append(("torch bsr", lambda: bsr @ tb))
     return peers
 
 
@@ -95,12 +101,15 @@ def ffn_case(h, threads, tokens, d_in, d_out, block=8, density=0.2):
     impls.append(("numpy dense", lambda: np.add(x @ wd.T, bias)))
     csr = sp.csr_array(wd)
     bsr = sp.bsr_array(wd, blocksize=(block, block))
-    impls += [("scipy csr", lambda: (csr @ x.T).T + bias), ("scipy bsr", lambda: (bsr @ x.T).T + bias)]
+    impls += [("scipy csr", lambda: (csr @ x.T).T + bias),
+              ("scipy bsr", lambda: (bsr @ x.T).T + bias)]
     torch = h.torch
     if torch is not None:
         tx, tb = torch.from_numpy(x), torch.from_numpy(bias)
-        tw_csr = torch.from_numpy(wd).to_sparse_csr()
-        tw_bsr = torch.from_numpy(wd).to_sparse_bsr((block, block))
+        with warnings.catch_warnings():  # "sparse CSR/BSR tensor support is in beta"
+            warnings.simplefilter("ignore", UserWarning)
+            tw_csr = torch.from_numpy(wd).to_sparse_csr()
+            tw_bsr = torch.from_numpy(wd).to_sparse_bsr((block, block))
         impls += [("torch csr", lambda: torch.addmm(tb[:, None], tw_csr, tx.T).T),
                   ("torch bsr", lambda: torch.addmm(tb[:, None], tw_bsr, tx.T).T),
                   ("torch dense", lambda: torch.nn.functional.linear(tx, torch.from_numpy(wd), tb))]
@@ -110,8 +119,6 @@ def ffn_case(h, threads, tokens, d_in, d_out, block=8, density=0.2):
 def run(h):
     h.header("Block-sparse x dense (pytpp.sparse): effective GFLOP/s = 2 M K N density / time, "
              "% of peak; ratios vs dense and sparse peers")
-    import warnings
-    warnings.filterwarnings("ignore", message=".*Sparse BSR tensor support is in beta.*")
     for threads in h.threads:
         h.set_threads(threads)
         spmm_case(h, threads, 4096, 16, 0.1, 256, np.float32)

@@ -11,8 +11,6 @@ IN_DEFAULT_RUN = False  # tens of minutes: run it by name
 
 def run(h):
     h.header("Block-sparse x dense, full grid: effective GFLOP/s and % of peak")
-    import warnings
-    warnings.filterwarnings("ignore", message=".*Sparse BSR tensor support is in beta.*")
     for threads in h.threads:
         h.set_threads(threads)
         for dtype in (np.float32, BF16):

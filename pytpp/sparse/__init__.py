@@ -8,4 +8,4 @@ from pytpp.sparse._linear import SparseLinear
 from pytpp.sparse._prune import prune
 from pytpp.sparse._spmm import spmm
 
-__all__ = ["BSR", "BCSC", "spmm", "prune", "SparseLinear"]
+__all__ = ["BCSC", "BSR", "SparseLinear", "prune", "spmm"]

@@ -1,5 +1,4 @@
 """SparseLinear: inference with a block-sparse weight, y = x @ weight.T + bias."""
-import numpy as np
 
 from pytpp import _validate
 from pytpp.sparse._containers import _BlockSparse

@@ -2,7 +2,13 @@
 import numpy as np
 
 from pytpp import _validate
-from pytpp.sparse._containers import BSR, VALUE_DTYPES, _block_arg, _compress, _shape_arg
+from pytpp.sparse._containers import (
+    BSR,
+    VALUE_DTYPES,
+    _block_arg,
+    _compress,
+    _shape_arg,
+)
 
 
 def prune(w, block, density):
@@ -44,7 +50,7 @@ def prune(w, block, density):
     nbr, nbc = m // bm, k // bk
     blocks = arr.reshape(nbr, bm, nbc, bk).transpose(0, 2, 1, 3)
     norms = np.square(blocks.astype(np.float64)).sum(axis=(2, 3)).ravel()
-    keep = int(round(dens * nbr * nbc))
+    keep = round(dens * nbr * nbc)
     # stable sort on -norm: equal norms keep row-major order
     chosen = np.sort(np.argsort(-norms, kind="stable")[:keep])
     r, c = np.divmod(chosen, nbc) if nbc else (chosen, chosen)

@@ -1,10 +1,9 @@
 """spmm's argument checks (out untouched on every rejection), prune, SparseLinear."""
 import numpy as np
 import pytest
+from sparse_helpers import BF16, DTYPES, block_sparse, result_dtype
 
 from pytpp.sparse import BCSC, BSR, SparseLinear, prune, spmm
-
-from sparse_helpers import BF16, DTYPES, assert_product, block_sparse, result_dtype
 
 
 def _bad_calls(A):
@@ -47,7 +46,7 @@ def test_matmul_operators(rng):
     np.testing.assert_array_equal(A @ b, spmm(A, b))
     np.testing.assert_array_equal(x @ A, spmm(x, A))
     with pytest.raises(TypeError):
-        A @ A  # noqa: B018
+        A @ A
 
 
 @pytest.mark.parametrize("density", [0.0, 0.2, 0.5, 1.0])

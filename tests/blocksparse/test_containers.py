@@ -5,10 +5,9 @@ import pickle
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sparse_helpers import BF16, DTYPES, block_sparse
 
 from pytpp.sparse import BCSC, BSR
-
-from sparse_helpers import BF16, DTYPES, block_sparse
 
 CLASSES = [BSR, BCSC]
 

@@ -3,12 +3,12 @@ non-square, up to 64), N = 1 / odd / wide, empty block rows, all-empty, single b
 containers on both sides, every ISA level, 1 and 2 threads."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sparse_helpers import BF16, DTYPES, assert_product, block_sparse, result_dtype
 
 import pytpp
 from pytpp.sparse import BCSC, BSR, spmm
-
-from sparse_helpers import BF16, DTYPES, assert_product, block_sparse, result_dtype
 
 BLOCKS = [(1, 1), (1, 8), (8, 1), (4, 4), (3, 5), (16, 16), (8, 32), (2, 64), (64, 64)]
 

@@ -68,7 +68,8 @@ static void choose_tiles(walk *w)
         const int64_t nvt = (w->nvec + n_ct - 1) / n_ct, mrt = (w->rows + n_rt - 1) / n_rt;
         const double fma = 0.5 * (double)(mrt * nvt), ld = (double)(mrt + nvt) / 3.0;
         const double cost = (double)(n_rt * n_ct) *
-                            ((double)w->k * (fma > ld ? fma : ld) + 6.0 + 0.5 * (double)(mrt * nvt));
+                            ((double)w->k * (fma > ld ? fma : ld) + 6.0 +
+                             0.5 * (double)(mrt * nvt));
         if (best < 0 || cost < best) {
             best = cost;
             w->n_ct = n_ct;
