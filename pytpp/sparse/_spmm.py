@@ -10,8 +10,9 @@ Two walks, each writing every output element once from one thread:
 A @ B uses rows, unless B is narrower than a vector and A's blocks are at least a vector tall:
 then C^T = B^T @ A^T by cols (the vector runs along A's block rows instead of a 1-lane column;
 B^T is a free view). X @ W uses cols, unless W's blocks are narrower than a vector: then
-C^T = W^T @ X^T by rows whenever X has at least 4 vectors of rows (or W's blocks are narrower
-than a vector): the tiles run along X's rows; X^T and C^T go through the transpose kernel.
+C^T = W^T @ X^T by rows when X has at least 4 vectors of rows and W's blocks are narrower than 4
+vectors (or narrower than one): the tiles run along X's rows; X^T and C^T go through the
+transpose kernel.
 
 bfloat16: both operands are widened to float32 (bf16 products are exact in float32) and the
 result is float32, as ``pytpp.matmul`` returns it; the widened blocks are made once per matrix."""
@@ -22,6 +23,9 @@ from pytpp._core import _eltwise, _runtime, _sparse
 from pytpp.sparse._containers import _BlockSparse
 
 FN = "pytpp.sparse.spmm"
+# X @ W runs as (W^T X^T)^T from this many vectors of X rows, for W blocks narrower than this
+# many vectors (see _dense_sparse)
+_TRANSPOSED_MIN_VECTORS = 4
 
 
 def _compute(arr):
@@ -119,11 +123,12 @@ def _dense_sparse(x, s, out, cd):
     bn = s.block[1]
     vl = _sparse.vector_width(cd == _validate.F64)
     ip, ix, d = _cols_form(s)
-    if m >= 4 * vl or bn < vl <= m:
+    if (m >= _TRANSPOSED_MIN_VECTORS * vl and bn < _TRANSPOSED_MIN_VECTORS * vl) or bn < vl <= m:
         # C^T (n x m) = W^T @ X^T through the rows walk: W^T's block rows are W's block
-        # columns, and the register tiles run along m instead of a block's bn columns (measured
-        # on the BERT FFN shapes: 45-55 vs 33-45 GFLOP/s for the column walk, transposes
-        # included, fp32 8 x 8 and 16 x 16 blocks)
+        # columns, and the register tiles run along m instead of a block's bn columns. Measured
+        # (fp32 AVX2, one thread, transposes included, m 32-384): 8 x 8 blocks 36-67 vs 24-49
+        # GFLOP/s for the column walk, 16 x 16 equal to 1.8x faster; 32 x 32 blocks, whose
+        # columns fill the column walk's tiles, 52 vs 57-66: those keep the column walk.
         if x.shape[0] > 1 and x.strides[0] == x.itemsize:
             xt = x.T  # x is Fortran-ordered: x^T is already row-major
         else:
