@@ -11,13 +11,19 @@ Both hold the same three arrays, compressed along a different dimension (docs/sp
 
 Stored blocks are kept even when all their values are zero (a scipy bsr's explicit zeros survive a
 round trip)."""
+from typing import Any, TypeVar
+
 import numpy as np
 
 from pytpp import _validate
+from pytpp._typing import Array, ArrayLike
 
 I32 = np.dtype(np.int32)
 I64 = np.dtype(np.int64)
 VALUE_DTYPES = (_validate.F32, _validate.F64, _validate.BF16)
+Pair = tuple[int, int]
+# the class a classmethod is called on (typing.Self needs Python 3.11; pytpp supports 3.10)
+_S = TypeVar("_S", bound="_BlockSparse")
 
 
 def _block_arg(block, fn):
@@ -106,7 +112,8 @@ class _BlockSparse:
     __array_ufunc__ = None
     _row_major = True  # BSR: groups are block rows
 
-    def __init__(self, shape, block, indptr, indices, data, check=True):
+    def __init__(self, shape: Pair, block: Pair, indptr: ArrayLike, indices: ArrayLike,
+                 data: ArrayLike, check: bool = True) -> None:
         fn = f"pytpp.sparse.{type(self).__name__}"
         bm, bk = _block_arg(block, fn)
         m, k = _shape_arg(shape, (bm, bk), fn)
@@ -137,32 +144,32 @@ class _BlockSparse:
 
     # --- properties ---------------------------------------------------------------------------
     @property
-    def shape(self):
+    def shape(self) -> Pair:
         """(rows, columns) of the matrix."""
         return self._shape
 
     @property
-    def block(self):
+    def block(self) -> Pair:
         """(bm, bk): rows and columns of one block."""
         return self._block
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype[Any]:
         """The values' dtype (float32, float64 or bfloat16)."""
         return self.data.dtype
 
     @property
-    def nblocks(self):
+    def nblocks(self) -> int:
         """Number of stored blocks."""
         return self.indices.size
 
     @property
-    def nnz(self):
+    def nnz(self) -> int:
         """Stored values: stored blocks x bm x bk (as scipy's bsr counts them)."""
         return self.nblocks * self._block[0] * self._block[1]
 
     @property
-    def density(self):
+    def density(self) -> float:
         """Stored blocks / all blocks of the matrix (0.0 for an empty shape)."""
         m, k = self._shape
         bm, bk = self._block
@@ -170,10 +177,10 @@ class _BlockSparse:
         return self.nblocks / total if total else 0.0
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return 2
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<pytpp.sparse.{type(self).__name__} shape={self._shape} block={self._block} "
                 f"dtype={self.dtype} blocks={self.nblocks} density={self.density:.3g}>")
 
@@ -207,7 +214,7 @@ class _BlockSparse:
         return form
 
     # --- conversions ----------------------------------------------------------------------------
-    def to_dense(self):
+    def to_dense(self) -> Array:
         """The matrix as a C-contiguous ndarray of the values' dtype.
 
         Examples
@@ -226,7 +233,7 @@ class _BlockSparse:
             out[rows, :, cols, :] = self.data
         return out.reshape(m, k)
 
-    def to_scipy(self):
+    def to_scipy(self) -> Any:
         """The matrix as a ``scipy.sparse.bsr_array`` of blocksize (bm, bk) holding the stored
         blocks (explicit zeros included), canonical (sorted indices). bfloat16 values come back
         as float32 (scipy has no bfloat16).
@@ -250,7 +257,8 @@ class _BlockSparse:
                             blocksize=self._block)
 
     @classmethod
-    def from_dense(cls, a, block, threshold=0.0):
+    def from_dense(cls: type[_S], a: ArrayLike, block: Pair,  # noqa: PYI019
+                   threshold: float = 0.0) -> _S:
         """The blocks of dense `a` whose largest absolute value exceeds `threshold` (all-zero
         blocks are always dropped).
 
@@ -297,7 +305,8 @@ class _BlockSparse:
         return cls(shape, (bm, bk), indptr, indices, data, check=False)
 
     @classmethod
-    def from_scipy(cls, m, block=None):
+    def from_scipy(cls: type[_S], m: Any,  # noqa: PYI019
+                   block: Pair | None = None) -> _S:
         """From a scipy sparse matrix or array (bsr, csr, csc, coo; ``sparray`` or ``spmatrix``).
 
         A bsr input keeps its blocksize (``block`` must be None or equal to it) and every stored
@@ -340,18 +349,18 @@ class _BlockSparse:
             data = data.astype(_validate.F32 if data.dtype == _validate.F16 else _validate.F64)
         bsr = BSR(b.shape, b.blocksize, b.indptr, b.indices, data, check=True)
         if cls is BSR:
-            return bsr
+            return bsr  # type: ignore[return-value]
         indptr, indices, cdata = bsr._recompressed()
-        return BCSC(bsr.shape, bsr.block, indptr, indices, cdata, check=False)
+        return cls(bsr.shape, bsr.block, indptr, indices, cdata, check=False)
 
     # --- products -------------------------------------------------------------------------------
-    def __matmul__(self, other):
+    def __matmul__(self, other: ArrayLike) -> Array:
         if isinstance(other, _BlockSparse):
             return NotImplemented
         from pytpp.sparse._spmm import spmm
         return spmm(self, other)
 
-    def __rmatmul__(self, other):
+    def __rmatmul__(self, other: ArrayLike) -> Array:
         if isinstance(other, _BlockSparse):
             return NotImplemented
         from pytpp.sparse._spmm import spmm
@@ -392,7 +401,7 @@ class BSR(_BlockSparse):
     _row_major = True
 
     @property
-    def T(self):
+    def T(self) -> "BCSC":
         """The transposed matrix as a BCSC sharing indptr, indices and (a transposed view of)
         data: no copy."""
         m, k = self._shape
@@ -433,7 +442,7 @@ class BCSC(_BlockSparse):
     _row_major = False
 
     @property
-    def T(self):
+    def T(self) -> "BSR":
         """The transposed matrix as a BSR sharing indptr, indices and (a transposed view of)
         data: no copy."""
         m, k = self._shape

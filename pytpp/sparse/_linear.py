@@ -1,6 +1,6 @@
 """SparseLinear: inference with a block-sparse weight, y = x @ weight.T + bias."""
-
 from pytpp import _validate
+from pytpp._typing import Array, ArrayLike
 from pytpp.sparse._containers import _BlockSparse
 from pytpp.sparse._spmm import _cols_form, spmm
 
@@ -28,14 +28,14 @@ class SparseLinear:
     ((3, 4), True)
     """
 
-    def __init__(self, weight, bias=None):
+    def __init__(self, weight: _BlockSparse, bias: ArrayLike | None = None) -> None:
         fn = "pytpp.sparse.SparseLinear"
         if not isinstance(weight, _BlockSparse):
             raise TypeError(f"{fn}: weight must be a pytpp.sparse BSR or BCSC, got "
                             f"{type(weight).__name__}")
         self.weight = weight
         self.out_features, self.in_features = weight.shape
-        self._wt = weight.T
+        self._wt = weight.T  # type: ignore[attr-defined]
         _cols_form(self._wt)  # the kernel's form of weight.T, once
         rdt = _validate.F32 if weight.dtype == _validate.BF16 else weight.dtype
         if bias is not None:
@@ -46,7 +46,7 @@ class SparseLinear:
             bias = bias.astype(rdt)
         self.bias = bias
 
-    def __call__(self, x):
+    def __call__(self, x: ArrayLike) -> Array:
         """x (..., in_features) of the weight's dtype -> (..., out_features)."""
         fn = "pytpp.sparse.SparseLinear"
         x = _validate.as_array(x, "x", fn)
@@ -58,7 +58,7 @@ class SparseLinear:
             y += self.bias
         return y.reshape(*lead, self.out_features)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"SparseLinear(in_features={self.in_features}, out_features="
                 f"{self.out_features}, block={self.weight.block}, density="
                 f"{self.weight.density:.3g}, bias={self.bias is not None})")

@@ -2,6 +2,7 @@
 import numpy as np
 
 from pytpp import _validate
+from pytpp._typing import ArrayLike
 from pytpp.sparse._containers import (
     BSR,
     VALUE_DTYPES,
@@ -11,7 +12,7 @@ from pytpp.sparse._containers import (
 )
 
 
-def prune(w, block, density):
+def prune(w: ArrayLike, block: tuple[int, int], density: float) -> BSR:
     """The ``round(density * number of blocks)`` blocks of `w` of largest Frobenius norm, as a
     :class:`BSR` (magnitude block pruning: make a block-sparse layer from a dense one).
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from pytpp import _validate
 from pytpp._core import _eltwise, _runtime, _sparse
+from pytpp._typing import Array, ArrayLike
 from pytpp.sparse._containers import _BlockSparse
 
 FN = "pytpp.sparse.spmm"
@@ -150,7 +151,8 @@ def _dense_sparse(x, s, out, cd):
     return c
 
 
-def spmm(a, b, out=None):
+def spmm(a: "_BlockSparse | ArrayLike", b: "_BlockSparse | ArrayLike",
+         out: Array | None = None) -> Array:
     """Block-sparse x dense or dense x block-sparse product.
 
     One operand is a :class:`BSR` or :class:`BCSC`, the other a 2-D array of the same dtype.
