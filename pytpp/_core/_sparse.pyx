@@ -22,7 +22,7 @@ cdef extern from "pytpp/sparse.h" nogil:
         int64_t bstride, brs, bcs
 
     int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, int dtype, const pytpp_bsparse *a,
-                        const void *b, int64_t ldb, int64_t n, void *c, int64_t ldc,
+                        const void *b, int b_bf16, int64_t ldb, int64_t n, void *c, int64_t ldc,
                         int nthreads)
     int pytpp_spmm_cols(const pytpp_gemm_kernels *kt, int dtype, const void *x, int64_t m,
                         int64_t rsx, int64_t csx, const pytpp_bsparse *w, void *c, int64_t ldc,
@@ -48,19 +48,21 @@ cdef int fill(pytpp_bsparse *s, cnp.ndarray indptr, cnp.ndarray idx, cnp.ndarray
 def spmm_rows(cnp.ndarray indptr, cnp.ndarray idx, cnp.ndarray data, cnp.ndarray b,
               cnp.ndarray c):
     """c = A @ b, A given by its block rows (indptr, idx, data); b and c with unit column
-    stride."""
+    stride. b may be bfloat16 (2-byte elements) with float32 data and c: widened as packed."""
     cdef pytpp_bsparse s
     cdef int dt = fill(&s, indptr, idx, data, cnp.PyArray_DIM(b, 0) // cnp.PyArray_DIM(data, 2))
     cdef int64_t isz = cnp.PyArray_ITEMSIZE(data)
     cdef const pytpp_gemm_kernels *kt = level(active_isa()).brgemm[dt]
     cdef const void *pb = cnp.PyArray_DATA(b)
     cdef void *pc = cnp.PyArray_DATA(c)
-    cdef int64_t ldb = cnp.PyArray_STRIDE(b, 0) // isz, n = cnp.PyArray_DIM(c, 1)
+    cdef int b_bf16 = cnp.PyArray_ITEMSIZE(b) == 2
+    cdef int64_t ldb = cnp.PyArray_STRIDE(b, 0) // cnp.PyArray_ITEMSIZE(b)
+    cdef int64_t n = cnp.PyArray_DIM(c, 1)
     cdef int64_t ldc = cnp.PyArray_STRIDE(c, 0) // isz
     cdef int nt = num_threads()
     cdef int err
     with nogil:
-        err = pytpp_spmm_rows(kt, dt, &s, pb, ldb, n, pc, ldc, nt)
+        err = pytpp_spmm_rows(kt, dt, &s, pb, b_bf16, ldb, n, pc, ldc, nt)
     if err:
         raise MemoryError("pytpp.sparse.spmm: no memory for the block pointers")
 

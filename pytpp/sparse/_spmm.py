@@ -15,7 +15,8 @@ vectors (or narrower than one): the tiles run along X's rows; X^T and C^T go thr
 transpose kernel.
 
 bfloat16: both operands are widened to float32 (bf16 products are exact in float32) and the
-result is float32, as ``pytpp.matmul`` returns it; the widened blocks are made once per matrix."""
+result is float32, as ``pytpp.matmul`` returns it; the widened blocks are made once per matrix,
+the dense operand is widened by the kernel while it packs it (rows walk) or by numpy (cols)."""
 import numpy as np
 
 from pytpp import _validate
@@ -107,13 +108,14 @@ def _sparse_dense(s, b, out, cd):
     vl = _sparse.vector_width(cd == _validate.F64)
     if n < vl <= bm:
         # C^T (n x m) = B^T @ A^T through the cols walk: B^T is a view of any strides
+        b = _compute(b)
         ip, ix, d = _rows_t_form(s)
         ct_target = None if out is None else out.T
         ct = _writable_target((n, m), ct_target, cd, (b, s.data))
         _sparse.spmm_cols(b.T, ip, ix, d, ct)
         return ct.T
     ip, ix, d = _rows_form(s)
-    b = _unit_cols(b)
+    b = _unit_cols(b)  # a bfloat16 b is widened by the kernel as it packs b
     c = _writable_target((m, n), out, cd, (b, s.data))
     _sparse.spmm_rows(ip, ix, d, b, c)
     return c
@@ -132,8 +134,8 @@ def _dense_sparse(x, s, out, cd):
         # columns fill the column walk's tiles, 52 vs 57-66: those keep the column walk.
         if x.shape[0] > 1 and x.strides[0] == x.itemsize:
             xt = x.T  # x is Fortran-ordered: x^T is already row-major
-        else:
-            xt = np.empty((x.shape[1], m), cd)
+        else:  # (a bfloat16 x stays bfloat16: the kernel widens x^T as it packs it)
+            xt = np.empty((x.shape[1], m), x.dtype)
             _transpose_into(x, xt)
         if out is not None and _writable_target((n, m), out.T, cd, (x, s.data)) is out.T:
             _sparse.spmm_rows(ip, ix, d.transpose(0, 2, 1), xt, out.T)
@@ -144,6 +146,7 @@ def _dense_sparse(x, s, out, cd):
             np.may_share_memory(out, a) for a in (x, s.data)) else np.empty((m, n), cd)
         _transpose_into(ct, c)
         return c
+    x = _compute(x)
     if not _validate.element_strides_ok(x):
         x = np.ascontiguousarray(x)
     c = _writable_target((m, n), out, cd, (x, s.data))
@@ -231,7 +234,6 @@ def spmm(a: "_BlockSparse | ArrayLike", b: "_BlockSparse | ArrayLike",
         res = out if out is not None else np.empty(shape, cd)
         res[...] = 0
         return res
-    d = _compute(d)
     res = _sparse_dense(s, d, out, cd) if a_sp else _dense_sparse(d, s, out, cd)
     if out is None:
         return res

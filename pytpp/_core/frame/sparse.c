@@ -226,25 +226,33 @@ static int run_walk(const walk *w, int nthreads)
 }
 
 /* B (K x n, row stride ldb) into column panels of pw elements: panel p is K x pw row-major at
- * dst + p * K * pw, the last panel zero-padded. Threads split the rows. */
-static void pack_panels(const char *b, int64_t K, int64_t n, int64_t ldb, int64_t pw, size_t esz,
-                        char *dst, int nthreads)
+ * dst + p * K * pw, the last panel zero-padded. A bfloat16 B (bf16 != 0) is widened to float32
+ * on the way (exact: the bf16 bits are the top half of the float32). Threads split the rows. */
+static void pack_panels(const char *b, int bf16, int64_t K, int64_t n, int64_t ldb, int64_t pw,
+                        size_t esz, char *dst, int nthreads)
 {
     const int64_t npanel = (n + pw - 1) / pw;
+    const size_t src_esz = bf16 ? 2 : esz;
     #pragma omp parallel for num_threads(nthreads) if (nthreads > 1) schedule(static)
     for (int64_t r = 0; r < K; ++r) {
-        const char *src = b + r * ldb * (int64_t)esz;
+        const char *src = b + r * ldb * (int64_t)src_esz;
         for (int64_t p = 0; p < npanel; ++p) {
             const int64_t j0 = p * pw, len = n - j0 < pw ? n - j0 : pw;
             char *d = dst + ((p * K + r) * pw) * (int64_t)esz;
-            memcpy(d, src + j0 * (int64_t)esz, (size_t)len * esz);
+            if (bf16) {
+                const uint16_t *s16 = (const uint16_t *)src + j0;
+                uint32_t *d32 = (uint32_t *)d;
+                for (int64_t j = 0; j < len; ++j) d32[j] = (uint32_t)s16[j] << 16;
+            } else {
+                memcpy(d, src + j0 * (int64_t)esz, (size_t)len * esz);
+            }
             if (len < pw) memset(d + len * (int64_t)esz, 0, (size_t)(pw - len) * esz);
         }
     }
 }
 
 int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, int dtype, const pytpp_bsparse *a, const void *b,
-                    int64_t ldb, int64_t n, void *c, int64_t ldc, int nthreads)
+                    int b_bf16, int64_t ldb, int64_t n, void *c, int64_t ldc, int nthreads)
 {
     walk w = {0};
     w.kt = kt;
@@ -275,13 +283,16 @@ int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, int dtype, const pytpp_bsparse
     const int64_t pw_vec = (w.nvec + w.n_ct - 1) / w.n_ct, pw = pw_vec * kt->vl;
     /* ... and only when the walk reads B's rows at least twice on average: at density 0.01
      * (2048^2, 16 x 16 blocks) the copy cost as much as the product. */
+    /* A bfloat16 B is always packed: the widening copy is made anyway. */
     const int64_t b_rows_read = a->indptr[a->ngroups] * a->bk;
-    if (w.n_ct > 1 && kdim * n * (int64_t)w.esz > PYTPP_DEFAULT_L1 && b_rows_read >= 2 * kdim) {
+    if (b_bf16 || (w.n_ct > 1 && kdim * n * (int64_t)w.esz > PYTPP_DEFAULT_L1 &&
+                   b_rows_read >= 2 * kdim)) {
         /* cache-line aligned: a tile's vector loads never straddle two lines */
         const size_t bytes = (size_t)(w.n_ct * kdim * pw) * w.esz;
         packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+        if (!packed && b_bf16) return -1;
         if (packed) {
-            pack_panels((const char *)b, kdim, n, ldb, pw, w.esz, packed, nthreads);
+            pack_panels((const char *)b, b_bf16, kdim, n, ldb, pw, w.esz, packed, nthreads);
             w.dense = packed;
             w.ldb = pw;
             w.dense_step = a->bk * pw;

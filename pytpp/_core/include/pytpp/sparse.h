@@ -36,9 +36,11 @@ typedef struct pytpp_bsparse {
 /* C (ngroups*bm x n) = A @ B: A the sparse matrix walked by block rows (any block strides);
  * B dense K x n (K = inner blocks * bk) with row stride ldb and unit column stride; C row
  * stride ldc, unit column stride. Every element of C is written (empty block rows give 0).
- * dtype: enum pytpp_dtype of the table kt. Returns 0, or -1 when a scratch allocation failed. */
+ * b_bf16: B holds bfloat16 (ldb in its elements), widened exactly to float32 as it is packed
+ * (dtype must be PYTPP_F32). dtype: enum pytpp_dtype of the table kt. Returns 0, or -1 when a
+ * scratch allocation failed. */
 int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, int dtype, const pytpp_bsparse *a, const void *b,
-                    int64_t ldb, int64_t n, void *c, int64_t ldc, int nthreads);
+                    int b_bf16, int64_t ldb, int64_t n, void *c, int64_t ldc, int nthreads);
 
 /* C (m x ngroups*bk) = X @ W: W the sparse matrix (K x N) walked by block columns, its blocks
  * bm x bk with unit column stride (bcs == 1); X dense m x K with any element strides (rsx, csx);
