@@ -1,0 +1,337 @@
+/* Block-sparse x dense driver (sparse.h): both products are one loop over output groups (block
+ * rows of A @ B, block columns of X @ W). A group's output panel is cut into register tiles and
+ * each tile is ONE call of a BRGEMM micro-kernel whose batch is the group's non-empty blocks (one
+ * A and one B address per block): the tile's accumulators stay in registers over the whole
+ * block row and C is written once. No ISA code here. */
+#include <stdlib.h>
+#include <string.h>
+#include "pytpp/sparse.h"
+#include "pytpp/partition.h"
+#include "pytpp/tuning.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Parts of near-equal work per thread (see run_walk). */
+#define PARTS_PER_THREAD 8
+
+/* How a group's output panel (rows x cols) is tiled, and how its blocks map to ukr operands. */
+typedef struct walk {
+    const pytpp_gemm_kernels *kt;
+    const pytpp_bsparse *s;
+    size_t esz;
+    int64_t rows, cols;       /* the group's output panel */
+    int64_t k;                /* reduction length of one block */
+    int64_t rsa, csa, ldb;    /* ukr A strides, B row stride */
+    int64_t nvec;             /* vectors per panel row, the last maybe partial */
+    int64_t n_rt, n_ct;       /* register tiles down and across the panel */
+    int cols_outer;           /* tile order: column tiles outer (B panel reused down the rows) */
+    /* the operands: row walk A = blocks, B = dense; column walk A = dense, B = blocks */
+    int sparse_is_a;
+    const char *dense;        /* B (row walk) or X (column walk) */
+    int64_t dense_step;       /* elements between consecutive inner blocks of the dense operand */
+    char *c;
+    int64_t ldc;
+    int64_t group_c_step;     /* elements of C between consecutive groups */
+    int64_t tile_a_row;       /* A offset of one panel row */
+    int64_t chunk;            /* blocks per pass over a cache panel */
+    int64_t tiles_per_panel;  /* tiles of a cache panel */
+    int prefetch;             /* use the prefetching micro-kernels */
+    /* B packed in column panels (row walk): panel ct holds B[:, ct*pw : ct*pw + pw] as a
+     * K x pw row-major block at b_panel_stride * ct; 0: B read in place */
+    int64_t b_panel_stride;
+    int64_t pw_vec;           /* vectors per packed panel (= per column tile) */
+} walk;
+
+/* Register block for a rows x cols panel with reduction k per block. Candidates: the table's
+ * main block width (nv_main, the shape the dense kernels are tuned for), a wider one only when
+ * it needs no more row tiles, a narrower one only when the panel is narrower than the main
+ * block. Among them, the fewest estimated cycles per block: FMA-bound at 2 per cycle or
+ * load-bound at 3 per cycle, plus a fixed cost per tile and block for the call, the pointers
+ * and the C store. (Measured, f32 AVX2, 4096^2, density 0.1, N 256: for 16 x 16 blocks the
+ * 6 x 16 block in rows of 6+5+5 ran 72 effective GFLOP/s and 4 x 24 in rows of 4 x 4 ran 53,
+ * though the FMA count favours 4 x 24; for 4 x 4 and 8 x 8 blocks, where 4 x 24 needs no more
+ * row tiles, it won: 51 to 43, 59-68 to 53-59.) */
+static void choose_tiles(walk *w)
+{
+    const pytpp_gemm_kernels *kt = w->kt;
+    w->nvec = (w->cols + kt->vl - 1) / kt->vl;
+    const int main_nv = kt->mr_max[kt->nv_main] > 0 ? kt->nv_main : 1;
+    const int64_t main_rt = (w->rows + kt->mr_max[main_nv] - 1) / kt->mr_max[main_nv];
+    double best = -1.0;
+    for (int nv = 1; nv <= PYTPP_NV_MAX; ++nv) {
+        const int mr = kt->mr_max[nv];
+        if (mr <= 0) continue;
+        const int64_t n_ct = (w->nvec + nv - 1) / nv, n_rt = (w->rows + mr - 1) / mr;
+        if (nv > main_nv && n_rt > main_rt) continue;
+        if (nv < main_nv && w->nvec >= main_nv) continue;
+        const int64_t nvt = (w->nvec + n_ct - 1) / n_ct, mrt = (w->rows + n_rt - 1) / n_rt;
+        const double fma = 0.5 * (double)(mrt * nvt), ld = (double)(mrt + nvt) / 3.0;
+        const double cost = (double)(n_rt * n_ct) *
+                            ((double)w->k * (fma > ld ? fma : ld) + 6.0 +
+                             0.5 * (double)(mrt * nvt));
+        if (best < 0 || cost < best) {
+            best = cost;
+            w->n_ct = n_ct;
+            w->n_rt = n_rt;
+        }
+    }
+}
+
+/* Cache panels and prefetch. Measured on Zen 3 (f32, 4096^2, blocks 4-16, density 0.1, N 32 and
+ * 256, CPU time of one thread): reducing a whole block row per tile (one chunk, one panel) was
+ * as fast as or faster than chunks of 1-16 blocks over panels of 12 tiles; the prefetching
+ * micro-kernels (the next block's B rows while this one is multiplied) gained 5-40% on the row
+ * walk from 4-deep blocks (B streams from L3 there) and lost ~10% on 1 x 1 blocks and on the
+ * column walk. The knobs stay for other machines. */
+static void choose_panels(walk *w)
+{
+    w->chunk = INT64_MAX;
+    w->tiles_per_panel = w->n_rt * w->n_ct;
+    w->prefetch = 0;  /* the row walk turns it on for a B that streams (pytpp_spmm_rows) */
+}
+
+/* Output tiles [t0, t1) of group g. Tiles go in cache panels (runs of tiles_per_panel); a panel
+ * is reduced over the group's blocks `chunk` blocks at a time, every tile of the panel per chunk,
+ * so the chunk's operands stay in L1 while all of the panel's tiles use them (the tile's partial
+ * sums go through C, in L1, between chunks). */
+static void run_group(const walk *w, int64_t g, int64_t t0, int64_t t1, const void **ap,
+                      const void **bp)
+{
+    const pytpp_bsparse *s = w->s;
+    const pytpp_gemm_kernels *kt = w->kt;
+    const int64_t p0 = s->indptr[g], nb = s->indptr[g + 1] - p0;
+    const char *blocks = (const char *)s->data;
+    const int64_t bbytes = s->bstride * (int64_t)w->esz, dbytes = w->dense_step * (int64_t)w->esz;
+    const void **blk = w->sparse_is_a ? ap : bp, **den = w->sparse_is_a ? bp : ap;
+    for (int64_t i = 0; i < nb; ++i) {
+        blk[i] = blocks + (p0 + i) * bbytes;
+        den[i] = w->dense + (int64_t)s->idx[p0 + i] * dbytes;
+    }
+    /* one past the batch, for the prefetching variants (read, never multiplied) */
+    ap[nb] = nb ? ap[nb - 1] : (const void *)blocks;
+    bp[nb] = nb ? bp[nb - 1] : (const void *)w->dense;
+    char *cg = w->c + g * w->group_c_step * (int64_t)w->esz;
+    for (int64_t tp = t0; tp < t1; tp += w->tiles_per_panel) {
+        const int64_t te = tp + w->tiles_per_panel < t1 ? tp + w->tiles_per_panel : t1;
+        int64_t c0 = 0;
+        do { /* at least once: an empty group writes zeros */
+            const int64_t nbc = nb - c0 < w->chunk ? nb - c0 : w->chunk;
+            const double beta = c0 == 0 ? 0.0 : 1.0;
+            for (int64_t t = tp; t < te; ++t) {
+                const int64_t ct = w->cols_outer ? t / w->n_rt : t % w->n_ct;
+                const int64_t rt = w->cols_outer ? t % w->n_rt : t / w->n_ct;
+                int64_t r0, mr, v0, nv;
+                pytpp_split(w->rows, w->n_rt, rt, &r0, &mr);
+                if (w->b_panel_stride) { /* packed: fixed-width panels, the last narrower */
+                    v0 = ct * w->pw_vec;
+                    nv = w->nvec - v0 < w->pw_vec ? w->nvec - v0 : w->pw_vec;
+                } else {
+                    pytpp_split(w->nvec, w->n_ct, ct, &v0, &nv);
+                }
+                const int64_t j0 = v0 * kt->vl;
+                const int64_t end = (v0 + nv) * kt->vl < w->cols ? (v0 + nv) * kt->vl : w->cols;
+                const int64_t n_last = end - (v0 + nv - 1) * kt->vl;
+                const int masked = n_last != kt->vl;
+                const pytpp_ukr_fn ukr = w->prefetch ? kt->ukr_pf[nv - 1][mr - 1][masked]
+                                                     : kt->ukr[nv - 1][mr - 1][masked];
+                /* row walk: A offset = tile rows inside the blocks, B offset = tile columns of
+                 * B; column walk: A offset = tile rows of X, B offset = columns in the blocks */
+                const int64_t b_off = w->b_panel_stride ? ct * w->b_panel_stride : j0;
+                ukr(w->k, nbc, (const void *const *)(ap + c0), r0 * w->tile_a_row, w->rsa,
+                    w->csa, (const void *const *)(bp + c0), b_off, w->ldb,
+                    cg + (r0 * w->ldc + j0) * (int64_t)w->esz, w->ldc, 1.0, beta, n_last);
+            }
+            c0 += nbc;
+        } while (c0 < nb);
+    }
+}
+
+/* Work of one group in the units the balance uses: every block is k steps of every tile, and
+ * each tile costs about two steps more to start and store. */
+static inline double group_weight(const walk *w, int64_t g)
+{
+    const int64_t nb = w->s->indptr[g + 1] - w->s->indptr[g];
+    return (double)(w->n_rt * w->n_ct) * (double)(nb * w->k + 2);
+}
+
+/* Splits groups x panels into `team` runs of near-equal weight; bounds[t]..bounds[t+1] are the
+ * units of thread t (unit u = group u / npanel, panel u % npanel). A unit goes to the thread in
+ * whose share of the total its midpoint falls, so the runs are contiguous. */
+static void balance(const walk *w, int64_t npanel, int64_t team, double total, int64_t *bounds)
+{
+    const int64_t nunits = w->s->ngroups * npanel;
+    int64_t t = 1;
+    double acc = 0.0;
+    bounds[0] = 0;
+    for (int64_t u = 0; u < nunits && t < team; ++u) {
+        const double wu = group_weight(w, u / npanel) / (double)npanel;
+        int64_t owner = (int64_t)((acc + 0.5 * wu) * team / total);
+        if (owner > team - 1) owner = team - 1;
+        while (t <= owner) bounds[t++] = u;
+        acc += wu;
+    }
+    while (t <= team) bounds[t++] = nunits;
+}
+
+static int run_walk(const walk *w, int nthreads)
+{
+    const pytpp_bsparse *s = w->s;
+    const int64_t ng = s->ngroups, ntiles = w->n_rt * w->n_ct;
+    if (ng <= 0 || w->rows <= 0 || w->cols <= 0) return 0;
+    int64_t maxnb = 0;
+    double total = 0.0, maxw = 0.0;
+    for (int64_t g = 0; g < ng; ++g) {
+        const int64_t nb = s->indptr[g + 1] - s->indptr[g];
+        if (nb > maxnb) maxnb = nb;
+        const double wg = group_weight(w, g);
+        total += wg;
+        if (wg > maxw) maxw = wg;
+    }
+    const double flops = 2.0 * (double)s->indptr[ng] * (double)(s->bm * s->bk) *
+                         (double)(w->sparse_is_a ? w->cols : w->rows);
+    if (nthreads > 1 && flops < PYTPP_BRGEMM_PAR_MIN_FLOPS) nthreads = 1;
+    /* Work is cut into PARTS_PER_THREAD x threads runs of consecutive output blocks of
+     * near-equal weight (stored blocks, not rows), which the threads take in turn (dynamic):
+     * equal parts balance a skewed matrix, and more parts than threads absorb a core that runs
+     * slower for a while (another process, a frequency drop). A group heavier than half a part
+     * is cut into panels of its tiles, still disjoint outputs. */
+    const int64_t nparts = nthreads > 1 ? (int64_t)nthreads * PARTS_PER_THREAD : 1;
+    int64_t npanel = 1;
+    if (nparts > 1 && total > 0.0) {
+        npanel = (int64_t)(2.0 * (double)nparts * maxw / total) + 1;
+        if (npanel > ntiles) npanel = ntiles;
+    }
+    int64_t *bounds = malloc(sizeof(int64_t) * (size_t)(nparts + 1));
+    if (!bounds) return -1;
+    balance(w, npanel, nparts, total, bounds);
+    const size_t nptr = (size_t)(maxnb + 1);
+    int err = 0;
+    #pragma omp parallel num_threads(nthreads) if (nthreads > 1) reduction(| : err)
+    {
+        const void **ap = malloc(2 * nptr * sizeof(void *));
+        if (!ap) err = 1;
+        #pragma omp for schedule(dynamic, 1)
+        for (int64_t part = 0; part < nparts; ++part) {
+            if (!ap) continue;
+            for (int64_t u = bounds[part]; u < bounds[part + 1]; ++u) {
+                const int64_t g = u / npanel, p = u % npanel;
+                run_group(w, g, ntiles * p / npanel, ntiles * (p + 1) / npanel, ap, ap + nptr);
+            }
+        }
+        free(ap);
+    }
+    free(bounds);
+    return err ? -1 : 0;
+}
+
+/* B (K x n, row stride ldb) into column panels of pw elements: panel p is K x pw row-major at
+ * dst + p * K * pw, the last panel zero-padded. A bfloat16 B (bf16 != 0) is widened to float32
+ * on the way (exact: the bf16 bits are the top half of the float32). Threads split the rows. */
+static void pack_panels(const char *b, int bf16, int64_t K, int64_t n, int64_t ldb, int64_t pw,
+                        size_t esz, char *dst, int nthreads)
+{
+    const int64_t npanel = (n + pw - 1) / pw;
+    const size_t src_esz = bf16 ? 2 : esz;
+    #pragma omp parallel for num_threads(nthreads) if (nthreads > 1) schedule(static)
+    for (int64_t r = 0; r < K; ++r) {
+        const char *src = b + r * ldb * (int64_t)src_esz;
+        for (int64_t p = 0; p < npanel; ++p) {
+            const int64_t j0 = p * pw, len = n - j0 < pw ? n - j0 : pw;
+            char *d = dst + ((p * K + r) * pw) * (int64_t)esz;
+            if (bf16) {
+                const uint16_t *s16 = (const uint16_t *)src + j0;
+                uint32_t *d32 = (uint32_t *)d;
+                for (int64_t j = 0; j < len; ++j) d32[j] = (uint32_t)s16[j] << 16;
+            } else {
+                memcpy(d, src + j0 * (int64_t)esz, (size_t)len * esz);
+            }
+            if (len < pw) memset(d + len * (int64_t)esz, 0, (size_t)(pw - len) * esz);
+        }
+    }
+}
+
+int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, int dtype, const pytpp_bsparse *a, const void *b,
+                    int b_bf16, int64_t ldb, int64_t n, void *c, int64_t ldc, int nthreads)
+{
+    walk w = {0};
+    w.kt = kt;
+    w.s = a;
+    w.esz = dtype == PYTPP_F64 ? 8 : 4;
+    w.rows = a->bm;
+    w.cols = n;
+    w.k = a->bk;
+    w.rsa = a->brs;
+    w.csa = a->bcs;
+    w.ldb = ldb;
+    w.cols_outer = 1;
+    w.sparse_is_a = 1;
+    w.dense = (const char *)b;
+    w.dense_step = a->bk * ldb;
+    w.c = (char *)c;
+    w.ldc = ldc;
+    w.group_c_step = a->bm * ldc;
+    w.tile_a_row = a->brs;
+    choose_tiles(&w);
+    choose_panels(&w);
+    /* B wider than one tile and larger than L1: pack it into tile-wide column panels (the
+     * paper's B[Nb][K][bn]), so the bk rows a block multiplies are one contiguous run that the
+     * hardware prefetcher streams, instead of bk lines a row stride apart. The copy is K x n
+     * once; the walk reads B about density x (K / bk) x bm / mr times. */
+    char *packed = NULL;
+    const int64_t kdim = a->ninner * a->bk;
+    const int64_t pw_vec = (w.nvec + w.n_ct - 1) / w.n_ct, pw = pw_vec * kt->vl;
+    /* ... and only when the walk reads B's rows at least twice on average: at density 0.01
+     * (2048^2, 16 x 16 blocks) the copy cost as much as the product. */
+    /* A bfloat16 B is always packed: the widening copy is made anyway. */
+    const int64_t b_rows_read = a->indptr[a->ngroups] * a->bk;
+    if (b_bf16 || (w.n_ct > 1 && kdim * n * (int64_t)w.esz > PYTPP_DEFAULT_L1 &&
+                   b_rows_read >= 2 * kdim)) {
+        /* cache-line aligned: a tile's vector loads never straddle two lines */
+        const size_t bytes = (size_t)(w.n_ct * kdim * pw) * w.esz;
+        packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+        if (!packed && b_bf16) return -1;
+        if (packed) {
+            pack_panels((const char *)b, b_bf16, kdim, n, ldb, pw, w.esz, packed, nthreads);
+            w.dense = packed;
+            w.ldb = pw;
+            w.dense_step = a->bk * pw;
+            w.b_panel_stride = kdim * pw;
+            w.pw_vec = pw_vec;
+            w.n_ct = (w.nvec + pw_vec - 1) / pw_vec;
+        }
+    }
+    /* prefetch the next block's B rows when B streams from L3 (more than twice L2) and a block
+     * is deep enough to hide the fetch (CPU time of one thread: 4096^2 x 256 f32, 4x4-16x16
+     * blocks: +5-20%; B of 0.5-1 MiB, or 1 x 1 blocks: 5-25% slower) */
+    w.prefetch = a->bk >= 4 && kdim * n * (int64_t)w.esz > 2 * PYTPP_DEFAULT_L2;
+    const int err = run_walk(&w, nthreads);
+    free(packed);
+    return err;
+}
+
+int pytpp_spmm_cols(const pytpp_gemm_kernels *kt, int dtype, const void *x, int64_t m, int64_t rsx,
+                    int64_t csx, const pytpp_bsparse *wt, void *c, int64_t ldc, int nthreads)
+{
+    walk w = {0};
+    w.kt = kt;
+    w.s = wt;
+    w.esz = dtype == PYTPP_F64 ? 8 : 4;
+    w.rows = m;
+    w.cols = wt->bk;
+    w.k = wt->bm;
+    w.rsa = rsx;
+    w.csa = csx;
+    w.ldb = wt->brs;
+    w.cols_outer = 0;
+    w.sparse_is_a = 0;
+    w.dense = (const char *)x;
+    w.dense_step = wt->bm * csx;
+    w.c = (char *)c;
+    w.ldc = ldc;
+    w.group_c_step = wt->bk;
+    w.tile_a_row = rsx;
+    choose_tiles(&w);
+    choose_panels(&w);
+    return run_walk(&w, nthreads);
+}

@@ -1,0 +1,177 @@
+"""spmm, A @ b and x @ A against a float64 dense matmul: every block shape (1 x k, k x 1,
+non-square, up to 64), N = 1 / odd / wide, empty block rows, all-empty, single block, both
+containers on both sides, every ISA level, 1 and 2 threads."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sparse_helpers import BF16, DTYPES, assert_product, block_sparse, result_dtype
+
+import pytpp
+from pytpp.sparse import BCSC, BSR, spmm
+
+BLOCKS = [(1, 1), (1, 8), (8, 1), (4, 4), (3, 5), (16, 16), (8, 32), (2, 64), (64, 64)]
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+@pytest.mark.parametrize("cls", [BSR, BCSC])
+@pytest.mark.parametrize("n", [1, 7, 33])
+def test_sparse_dense_blocks(isa, rng, block, cls, n):
+    bm, bk = block
+    a = block_sparse(rng, (4 * bm, 3 * bk), block, 0.5, np.float32, empty_rows=(1,))
+    b = rng.standard_normal((3 * bk, n)).astype(np.float32)
+    A = cls.from_dense(a, block=block)
+    assert_product(spmm(A, b), a, b, np.float32)
+    assert_product(A @ b, a, b, np.float32)
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+@pytest.mark.parametrize("cls", [BSR, BCSC])
+@pytest.mark.parametrize("m", [1, 7, 33])
+def test_dense_sparse_blocks(isa, rng, block, cls, m):
+    bk, bn = block
+    w = block_sparse(rng, (3 * bk, 4 * bn), block, 0.5, np.float32)
+    w[:, bn:2 * bn] = 0  # an empty block column
+    x = rng.standard_normal((m, 3 * bk)).astype(np.float32)
+    W = cls.from_dense(w, block=block)
+    assert_product(spmm(x, W), x, w, np.float32)
+    assert_product(x @ W, x, w, np.float32)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_dtypes(isa, threads, rng, dtype, side):
+    a = block_sparse(rng, (96, 64), (8, 16), 0.3, dtype)
+    d = rng.standard_normal((64, 45) if side == "left" else (45, 96)).astype(dtype)
+    S = BSR.from_dense(a, block=(8, 16))
+    res = spmm(S, d) if side == "left" else spmm(d, S)
+    assert_product(res, a, d, result_dtype(dtype)) if side == "left" else \
+        assert_product(res, d, a, result_dtype(dtype))
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_large_threads_skewed(threads, rng, side):
+    """Half the blocks in 5% of the block rows: the balance by blocks must still cover every
+    output element once."""
+    nbr = 40
+    a = block_sparse(rng, (nbr * 8, 256), (8, 8), 0.05, np.float32)
+    a[:2 * 8] = rng.standard_normal((16, 256))  # 2 dense block rows of 40
+    d = rng.standard_normal((256, 100) if side == "left" else (100, nbr * 8)).astype(np.float32)
+    for S in (BSR.from_dense(a, block=(8, 8)), BCSC.from_dense(a, block=(8, 8))):
+        if side == "left":
+            assert_product(S @ d, a, d, np.float32)
+        else:
+            assert_product(d @ S, d, a, np.float32)
+
+
+@pytest.mark.parametrize("cls", [BSR, BCSC])
+def test_all_empty_and_single_block(isa, rng, cls):
+    z = np.zeros((32, 48), np.float32)
+    Z = cls.from_dense(z, block=(16, 16))
+    assert Z.nblocks == 0
+    b = rng.standard_normal((48, 5)).astype(np.float32)
+    out = np.full((32, 5), np.nan, np.float32)
+    assert spmm(Z, b, out=out) is out
+    assert np.all(out == 0)
+    assert np.all(rng.standard_normal((3, 32)).astype(np.float32) @ Z == 0)
+    one = z.copy()
+    one[16:, 32:] = rng.standard_normal((16, 16))
+    S = cls.from_dense(one, block=(16, 16))
+    assert S.nblocks == 1
+    assert_product(S @ b, one, b, np.float32)
+
+
+def test_zero_sizes():
+    A = BSR.from_dense(np.zeros((0, 8), np.float32), block=(2, 2))
+    assert spmm(A, np.ones((8, 3), np.float32)).shape == (0, 3)
+    B = BSR.from_dense(np.zeros((4, 8), np.float32), block=(2, 2))
+    assert spmm(B, np.ones((8, 0), np.float32)).shape == (4, 0)
+    assert spmm(np.ones((0, 4), np.float32), B).shape == (0, 8)
+    C = BSR.from_dense(np.zeros((4, 0), np.float32), block=(2, 2))
+    r = spmm(C, np.ones((0, 3), np.float32))
+    assert r.shape == (4, 3) and np.all(r == 0)
+
+
+@pytest.mark.parametrize("order", ["C", "F", "strided"])
+def test_views_and_out_layouts(rng, order):
+    a = block_sparse(rng, (64, 48), (8, 8), 0.4, np.float64)
+    A = BSR.from_dense(a, block=(8, 8))
+    big = rng.standard_normal((96, 40))
+    b = {"C": big[:48, :20].copy(), "F": np.asfortranarray(big[:48, :20]),
+         "strided": big[::2, ::2]}[order]
+    out = {"C": np.empty((64, 20)), "F": np.empty((64, 20), order="F"),
+           "strided": np.empty((128, 40))[::2, ::2]}[order]
+    assert spmm(A, b, out=out) is out
+    assert_product(out, a, b, np.float64)
+    x = b.T  # (20, 48)
+    out2 = np.empty((20, 64), order="F" if order == "F" else "C")
+    assert spmm(x, A.T, out=out2) is out2
+    assert_product(out2, x, a.T, np.float64)
+
+
+def test_out_aliases_input(rng):
+    a = block_sparse(rng, (16, 16), (4, 4), 0.5, np.float32)
+    A = BSR.from_dense(a, block=(4, 4))
+    b = rng.standard_normal((16, 16)).astype(np.float32)
+    ref = a.astype(np.float64) @ b
+    spmm(A, b, out=b)  # in place: numpy's answer
+    assert np.allclose(b, ref, rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 9), st.integers(1, 6), st.integers(1, 6),
+       st.integers(1, 40), st.floats(0.0, 1.0), st.booleans(), st.booleans(),
+       st.integers(0, 2**32 - 1))
+def test_random_shapes(bm, bk, nbr, nbc, n, density, left, bcsc, seed):
+    rng = np.random.default_rng(seed)
+    a = block_sparse(rng, (nbr * bm, nbc * bk), (bm, bk), density, np.float32)
+    S = (BCSC if bcsc else BSR).from_dense(a, block=(bm, bk))
+    if left:
+        d = rng.standard_normal((nbc * bk, n)).astype(np.float32)
+        assert_product(S @ d, a, d, np.float32)
+    else:
+        d = rng.standard_normal((n, nbr * bm)).astype(np.float32)
+        assert_product(d @ S, d, a, np.float32)
+
+
+def test_bf16_matches_widened(rng):
+    """bf16 x bf16 -> float32: exactly the float32 product of the widened values."""
+    a = block_sparse(rng, (32, 32), (8, 8), 0.5, BF16)
+    b = rng.standard_normal((32, 9)).astype(BF16)
+    A = BSR.from_dense(a, block=(8, 8))
+    A32 = BSR.from_dense(a.astype(np.float32), block=(8, 8))
+    np.testing.assert_array_equal(A @ b, A32 @ b.astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [37, 100])
+@pytest.mark.parametrize("block", [(16, 16), (3, 7), (1, 8)])
+def test_wide_b_is_packed(isa, threads, rng, dtype, n, block):
+    """B larger than L1 and wider than one register tile goes through the column-panel packing
+    (the last panel zero-padded)."""
+    bm, bk = block
+    a = block_sparse(rng, (8 * bm, (448 // bk) * bk), block, 0.3, dtype)
+    b = rng.standard_normal((a.shape[1], n)).astype(dtype)
+    assert_product(BSR.from_dense(a, block=block) @ b, a, b, np.dtype(dtype))
+    x = rng.standard_normal((n, a.shape[0])).astype(dtype)
+    assert_product(x @ BCSC.from_dense(a, block=block), x, a, np.dtype(dtype))
+
+
+def test_same_result_on_any_thread_count(rng):
+    """Every output element is one thread's sum over the same blocks in the same order."""
+    a = block_sparse(rng, (512, 256), (16, 8), 0.2, np.float32)
+    a[:64] = rng.standard_normal((64, 256))  # skewed: dense leading block rows
+    A = BSR.from_dense(a, block=(16, 8))
+    b = rng.standard_normal((256, 77)).astype(np.float32)
+    x = rng.standard_normal((50, 512)).astype(np.float32)
+    old = pytpp.get_num_threads()
+    try:
+        res = []
+        for nt in (1, 2):
+            pytpp.set_num_threads(nt)
+            res.append((A @ b, x @ A))
+    finally:
+        pytpp.set_num_threads(old)
+    for r in res[1:]:
+        np.testing.assert_array_equal(r[0], res[0][0])
+        np.testing.assert_array_equal(r[1], res[0][1])
