@@ -18,12 +18,12 @@ from pytpp._config import (available_isas, get_include, get_isa, get_num_threads
 
 _config._init()
 
-from pytpp import tpp, linalg, nn, quant  # noqa: E402
+from pytpp import tpp, linalg, nn, quant, sparse  # noqa: E402
 from pytpp.linalg import brgemm, matmul  # noqa: E402
 from pytpp._info import show_config  # noqa: E402
 from pytpp import _threadpool  # noqa: E402
 
 _threadpool.register()
 
-__all__ = ["brgemm", "matmul", "tpp", "linalg", "nn", "quant", "show_config", "get_include", "get_isa", "set_isa", "use_isa",
+__all__ = ["brgemm", "matmul", "tpp", "linalg", "nn", "quant", "sparse", "show_config", "get_include", "get_isa", "set_isa", "use_isa",
            "available_isas", "get_num_threads", "set_num_threads", "__version__"]
