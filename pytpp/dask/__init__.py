@@ -19,10 +19,10 @@ except ImportError as e:  # pragma: no cover - the extra is not installed
     raise ImportError("pytpp.dask needs dask: pip install 'pytpp[dask]'") from e
 
 from pytpp import _validate
-from pytpp.dask import _blocks, nn  # noqa: F401  (pytpp.dask.nn)
+from pytpp.dask import _blocks, nn, sparse  # noqa: F401  (pytpp.dask.nn, pytpp.dask.sparse)
 from pytpp.dask._threads import PytppThreads, register
 
-__all__ = ["matmul", "brgemm", "nn", "PytppThreads", "register"]
+__all__ = ["matmul", "brgemm", "nn", "sparse", "PytppThreads", "register"]
 
 # contractions whose two k slabs together stay below this run as one GEMM per output block;
 # longer ones as one product per k chunk summed in a tree (dask's own plan: bounded memory)

@@ -182,3 +182,23 @@ def test_a_killed_worker_costs_a_retry(rng):
             np.testing.assert_array_equal(result, 3072.0)
     finally:
         cluster.close(timeout=20)
+
+
+@pytest.mark.parametrize("parts", [1, 3, 100])
+def test_sparse_spmm_both_sides(client, rng, parts):
+    import pytpp.dask.sparse
+    import pytpp.sparse
+    dense = rng.standard_normal((48, 40)).astype(np.float32)
+    dense[rng.random(dense.shape) < 0.6] = 0.0
+    for cls in (pytpp.sparse.BSR, pytpp.sparse.BCSC):
+        A = cls.from_dense(dense, block=(8, 4))
+        b = rng.standard_normal((40, 13)).astype(np.float32)
+        got = pytpp.dask.sparse.spmm(A, da.from_array(b, chunks=(7, 1)), row_parts=parts)
+        np.testing.assert_allclose(got.compute(), dense @ b, rtol=1e-5, atol=1e-5)
+        x = rng.standard_normal((9, 48)).astype(np.float32)
+        got = pytpp.dask.sparse.spmm(da.from_array(x, chunks=(1, 20)), A)
+        np.testing.assert_allclose(got.compute(), x @ dense, rtol=1e-5, atol=1e-5)
+    with pytest.raises(TypeError, match="dtype"):
+        pytpp.dask.sparse.spmm(A, da.ones((40, 2), dtype=np.float64))
+    with pytest.raises(ValueError, match="rows"):
+        pytpp.dask.sparse.spmm(A, da.ones((41, 2), dtype=np.float32))
