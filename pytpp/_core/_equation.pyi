@@ -1,0 +1,21 @@
+"""Types of pytpp._core._equation (Cython): the TPP matrix-equation engine."""
+from typing import Any
+
+from numpy import ndarray
+
+UNARY: int
+BINARY: int
+TERNARY: int
+REDUCE: int
+MATMUL: int
+OUT: int
+MAX_VTEMPS: int
+F64: int
+F32: int
+BF16: int
+
+class Program:
+    def __init__(self, instrs: list[tuple[int, int, int, int, int, int, int, int]], ntemps: int,
+                 ninputs: int, dtype: int) -> None: ...
+    def run(self, inputs: list[ndarray[Any, Any]], specs: list[tuple[int, int, int]],
+            out: ndarray[Any, Any], out_dtype: int, strategy: int) -> None: ...
