@@ -297,6 +297,10 @@ class _Planner:
         self.instrs.append([e, kind, op, srcs, t, col, 0])
 
 
+def _unshare(e):
+    return Expr(e.kind, e.op, [_unshare(c) for c in e.children], e.value)
+
+
 def _describe_slot(s, names):
     return names[_eq.OUT - 1 - s] if s <= _eq.OUT - 1 else ("out" if s == _eq.OUT else f"t{s}")
 
@@ -349,7 +353,9 @@ class Equation:
         got = self._programs.get(key)
         if got is not None:
             return got
-        root = self.expr
+        # one node per occurrence: a subexpression used twice (x - max(x) in softmax) is
+        # computed twice, each occurrence with its own temporary
+        root = _unshare(self.expr)
         if root.kind in ("input", "const"):
             root = Expr("unary", "identity", (root,))
         scores = {}
