@@ -54,6 +54,7 @@ class LoopSpec:
     occurrences (``block_steps[j]`` is the step of occurrence j when the letter appears more
     than once; the last occurrence steps by ``step``).
 
+    >>> from pytpp.loops import LoopSpec
     >>> LoopSpec(0, 8, 2, [4])
     LoopSpec(start=0, end=8, step=2, block_steps=(4,))
     """
@@ -118,6 +119,7 @@ _SCHED = re.compile(r"\s*schedule\s*\(\s*(static|dynamic|guided)\s*(?:,\s*(\d+)\
 def parse(text: str) -> Parsed:
     """The parsed form of a loop-spec string (cached: each string is parsed once).
 
+    >>> from pytpp.loops import parse
     >>> parse("bcaBCb").levels[3]
     Level(loop=1, occurrence=1, pos=3, parallel=True, grid=None, ways=0, barrier=False)
     """

@@ -2,6 +2,7 @@
 from typing import Any
 
 from numpy import ndarray
+from typing_extensions import disjoint_base
 
 UNARY: int
 BINARY: int
@@ -14,8 +15,9 @@ F64: int
 F32: int
 BF16: int
 
+@disjoint_base
 class Program:
-    def __init__(self, instrs: list[tuple[int, int, int, int, int, int, int, int]], ntemps: int,
-                 ninputs: int, dtype: int) -> None: ...
+    def __new__(cls, instrs: list[tuple[int, int, int, int, int, int, int, int]], ntemps: int,
+                ninputs: int, dtype: int) -> Program: ...
     def run(self, inputs: list[ndarray[Any, Any]], specs: list[tuple[int, int, int]],
             out: ndarray[Any, Any], out_dtype: int, strategy: int) -> None: ...

@@ -244,6 +244,7 @@ class _Planner:
         self.ntemps = 0
         self.instrs = []                    # (node, kind, op, srcs, dst, col, k)
         self.tmp = {}                       # node id -> temporary
+        self.uses = {}                      # node id -> users not yet run
         self.col = {}
 
     def reserve(self):
@@ -267,17 +268,24 @@ class _Planner:
         return self.col[id(e)]
 
     def visit(self, e):
-        if e.kind in ("input", "const"):
-            return
+        if e.kind in ("input", "const") or id(e) in self.tmp:
+            return                 # a leaf, or a shared subexpression computed already
         order = sorted(range(len(e.children)), key=lambda j: -self.scores[id(e.children[j])])
         for j in order:            # Algorithm 4: children by decreasing register score
             self.visit(e.children[j])
-        inner = [c for c in e.children if c.kind not in ("input", "const")]
-        if inner:                  # reuse a non-leaf child's temporary, recycle the others
-            t = self.tmp[id(inner[0])]
-            for c in inner[1:]:
-                self.recycle(self.tmp[id(c)])
-        else:
+        # reuse a non-leaf child's temporary, recycle the others; a shared subexpression keeps
+        # its temporary until its last user has run
+        t = None
+        for c in e.children:
+            if c.kind in ("input", "const"):
+                continue
+            self.uses[id(c)] -= 1
+            if self.uses[id(c)] == 0:
+                if t is None:
+                    t = self.tmp[id(c)]
+                elif self.tmp[id(c)] != t:
+                    self.recycle(self.tmp[id(c)])
+        if t is None:
             t = self.reserve()
         self.tmp[id(e)] = t
         if e.kind == "reduce":
@@ -295,10 +303,6 @@ class _Planner:
         op = 0 if e.kind == "matmul" else codes[e.kind][e.op]
         srcs = [self.slot(c) for c in e.children] + [0] * (3 - len(e.children))
         self.instrs.append([e, kind, op, srcs, t, col, 0])
-
-
-def _unshare(e):
-    return Expr(e.kind, e.op, [_unshare(c) for c in e.children], e.value)
 
 
 def _describe_slot(s, names):
@@ -353,9 +357,8 @@ class Equation:
         got = self._programs.get(key)
         if got is not None:
             return got
-        # one node per occurrence: a subexpression used twice (x - max(x) in softmax) is
-        # computed twice, each occurrence with its own temporary
-        root = _unshare(self.expr)
+        # a subexpression object used twice (x - max(x) in softmax) is computed once
+        root = self.expr
         if root.kind in ("input", "const"):
             root = Expr("unary", "identity", (root,))
         scores = {}
@@ -372,6 +375,14 @@ class Equation:
             stack.extend(x.children)
         col_leaf = list(col_inputs) + [True] * len(consts)
         pl = _Planner(scores, slot_of_leaf, col_leaf)
+        seen, stack = set(), [root]
+        while stack:
+            x = stack.pop()
+            for c in x.children:
+                pl.uses[id(c)] = pl.uses.get(id(c), 0) + 1
+                if id(c) not in seen:
+                    seen.add(id(c))
+                    stack.append(c)
         pl.visit(root)
         pl.instrs[-1][4] = _eq.OUT
         rows = []

@@ -235,6 +235,18 @@ def test_plan_prints(capsys):
     assert "strategy 2" in text and "out = mul" in text
 
 
+def test_shared_subexpression_computed_once(rng):
+    x = eq.input(0)
+    xm = x - eq.max(x)
+    e = eq.exp(xm)
+    f = eq.compile(e / eq.sum(e), shape=(3, 50), dtype=np.float64)
+    plan = f.plan()
+    assert plan.count("= exp(") == 1 and plan.count("= max(") == 1
+    X = rng.standard_normal((3, 50))
+    ref = np.exp(X - X.max(1, keepdims=True))
+    np.testing.assert_allclose(f(X), ref / ref.sum(1, keepdims=True), rtol=1e-13)
+
+
 def test_same_expression_same_callable():
     x = eq.relu(eq.input(0)) * 2.0
     f = eq.compile(x, shape=(3, 4), dtype=np.float32)
