@@ -294,6 +294,43 @@ class ThreadedLoop:
     def __repr__(self):
         return f"ThreadedLoop({list(self.specs)!r}, {self.spec_string!r})"
 
+    # -- the nest in C -----------------------------------------------------------------------
+    def c_nest(self):
+        """The nest as the C engine runs it (pytpp._core._loops.CNest; built once): C bodies
+        (the blocked GEMM of ``pytpp.matmul(..., loops=...)``) run in it with no Python."""
+        got = getattr(self, "_c_nest", None)
+        if got is None:
+            from pytpp._core import _loops
+            p = self.parsed
+            levels = []
+            for lv in p.levels:
+                s = self.specs[lv.loop]
+                occ = p.occurrences[lv.loop]
+                step = s.step if lv.occurrence == occ - 1 else s.block_steps[lv.occurrence]
+                block = 0 if lv.occurrence == 0 else s.block_steps[lv.occurrence - 1]
+                par = (0 if not lv.parallel else 1 if lv.grid is None
+                       else 2 if lv.grid == "R" else 3)
+                levels.append((lv.loop, int(lv.occurrence == 0), step, block, par,
+                               int(lv.barrier)))
+            sched = {"static": 0, "dynamic": 1, "guided": 2}[p.schedule]
+            r, c = self.grid if self.grid else (0, 0)
+            got = _loops.CNest(levels, [s.start for s in self.specs],
+                               [s.end for s in self.specs], sched, p.chunk, r, c)
+            self._c_nest = got
+        return got
+
+    def trace(self) -> dict[int, list[tuple[int, ...]]]:
+        """{thread: the indices it visits, in order} as the C engine runs the nest (a C body
+        recording them): the order a C body such as the loop-string GEMM sees."""
+        total = 1
+        for s in self.specs:
+            total *= max(1, len(range(s.start, s.end, s.step)))
+        rows = self.c_nest().trace(self.num_threads, total * self.num_threads + 1)
+        out: dict[int, list[tuple[int, ...]]] = {}
+        for row in rows.tolist():
+            out.setdefault(row[0], []).append(tuple(row[1:]))
+        return out
+
     # -- the nest ----------------------------------------------------------------------------
     def _range(self, lv, outer):
         """The values of level lv given the enclosing occurrence's value (None: first)."""

@@ -1,0 +1,29 @@
+/* C bodies of the loop nests (frame/loop_gemm.c). */
+#ifndef PYTPP_LOOP_GEMM_H
+#define PYTPP_LOOP_GEMM_H
+#include <stdint.h>
+#include "pytpp/gemm.h"
+#include "pytpp/loops.h"
+
+/* 001 Listing 1: A blocked [Mb][Kb][bm][bk], B blocked [Nb][Kb][bk][bn] (row-major blocks,
+ * zero-padded), C (m x n, ldc) row-major; logical loops a = K blocks (step k_step: the batch of
+ * one BRGEMM), b = M blocks, c = N blocks. The first K block of a C block overwrites it. */
+typedef struct pytpp_loop_gemm {
+    const pytpp_gemm_kernels *gk;
+    const char *a, *b;
+    char *c;
+    int64_t m, n, kb, bm, bn, bk, k_step, ldc, esz;
+    int dtype;
+} pytpp_loop_gemm;
+
+int pytpp_loop_gemm_run(const pytpp_loop_nest *n, int nthreads, const pytpp_loop_gemm *g);
+
+/* Records (thread, ind...) per body call into rows (cap rows of nloops + 1), count the calls. */
+typedef struct pytpp_loop_trace {
+    int64_t *rows;
+    int64_t cap, count;
+    int nloops;
+} pytpp_loop_trace;
+
+int pytpp_loop_trace_run(const pytpp_loop_nest *n, int nthreads, pytpp_loop_trace *t);
+#endif
