@@ -485,37 +485,18 @@ class Equation:
         if len(inputs) != self.ninputs:
             raise ValueError(f"{fn}: this equation takes {self.ninputs} inputs "
                              f"(input(0) .. input({self.ninputs - 1})), got {len(inputs)}")
-        ops, bcs = [], []
+        # the common case costs little from Python: dense (m, n) inputs of the right dtype
+        full = (m, n)
+        ops, bcs, specs = [], [], []
+        fast = m > 1 and n > 1 and not self.matmul_inputs
         for i, x in enumerate(inputs):
+            if (fast and type(x) is np.ndarray and x.shape == full
+                    and x.dtype == self.input_dtypes[i] and x.flags.c_contiguous):
+                ops.append(x)
+                bcs.append(_BCAST_NONE)
+                specs.append((n, _STORE[x.dtype], _BCAST_NONE))
+                continue
             a, bc = self._operand(i, x)
-            ops.append(a)
-            bcs.append(bc)
-        ks = [0] * self.ninputs
-        for i, side in self.matmul_inputs.items():
-            ks[i] = ops[i].shape[1] if side == "a" else ops[i].shape[0]
-        # every product of the tree pairs its own inputs: each pair's k must agree
-        self._check_k(self.expr, ks)
-        if out is not None:
-            if not isinstance(out, np.ndarray):
-                raise TypeError(f"{fn}: out must be a numpy.ndarray, got {type(out).__name__}")
-            if out.shape != (m, n):
-                raise ValueError(f"{fn}: out has shape {out.shape}; expected {(m, n)}")
-            if out.dtype != self.dtype:
-                raise TypeError(f"{fn}: out has dtype {out.dtype}; expected {self.dtype}")
-            if not out.flags.writeable:
-                raise ValueError(f"{fn}: out is read-only")
-        if m == 0 or n == 0:
-            return out if out is not None else np.empty((m, n), self.dtype)
-        target = out
-        if out is None or not out.flags.c_contiguous and not (
-                out.strides[1] == out.itemsize and out.strides[0] % out.itemsize == 0
-                and out.strides[0] > 0):
-            target = np.empty((m, n), self.dtype)
-        # inputs: a unit column stride (or a broadcast); an input sharing memory with the
-        # output is copied unless it is the same view of an element-wise operand
-        specs = []
-        for i, a in enumerate(ops):
-            bc = bcs[i]
             if bc == _BCAST_NONE and i not in self.matmul_inputs and (
                     a.strides[1] != a.itemsize or a.strides[0] % a.itemsize
                     or a.strides[0] < 0):
@@ -525,16 +506,50 @@ class Equation:
                 a = np.ascontiguousarray(a)
             if bc == _BCAST_ROW and a.shape[1] > 1 and a.strides[1] != a.itemsize:
                 a = np.ascontiguousarray(a)
-            if a.size and np.may_share_memory(a, target) and (
-                    i in self.matmul_inputs or bc != _BCAST_NONE
-                    or not _validate.same_view(a, target)):
-                a = a.copy()
             ld = a.strides[0] // a.itemsize if a.ndim == 2 and a.shape[0] > 1 else a.shape[-1]
-            ops[i] = a
+            ops.append(a)
+            bcs.append(bc)
             specs.append((int(ld), _STORE[a.dtype], bc))
-        col_inputs = tuple(bc in (_BCAST_COL, _BCAST_SCALAR) and i not in self.matmul_inputs
-                           for i, bc in enumerate(bcs))
-        prog, carr, strategy, text = self._program(col_inputs, tuple(ks))
+        ks = [0] * self.ninputs
+        if self.matmul_inputs:
+            for i, side in self.matmul_inputs.items():
+                ks[i] = ops[i].shape[1] if side == "a" else ops[i].shape[0]
+            # every product of the tree pairs its own inputs: each pair's k must agree
+            self._check_k(self.expr, ks)
+        if out is not None:
+            if not isinstance(out, np.ndarray):
+                raise TypeError(f"{fn}: out must be a numpy.ndarray, got {type(out).__name__}")
+            if out.shape != full:
+                raise ValueError(f"{fn}: out has shape {out.shape}; expected {full}")
+            if out.dtype != self.dtype:
+                raise TypeError(f"{fn}: out has dtype {out.dtype}; expected {self.dtype}")
+            if not out.flags.writeable:
+                raise ValueError(f"{fn}: out is read-only")
+        if m == 0 or n == 0:
+            return out if out is not None else np.empty(full, self.dtype)
+        target = out
+        if out is None:
+            target = np.empty(full, self.dtype)
+        elif not out.flags.c_contiguous and not (
+                out.strides[1] == out.itemsize and out.strides[0] % out.itemsize == 0
+                and out.strides[0] > 0):
+            target = np.empty(full, self.dtype)
+        elif ops:
+            # an input sharing memory with the output is copied, unless it is the same view
+            # of an element-wise operand (computed in place: each element read before written)
+            for i, a in enumerate(ops):
+                if a.size and np.may_share_memory(a, target) and (
+                        i in self.matmul_inputs or bcs[i] != _BCAST_NONE
+                        or not _validate.same_view(a, target)):
+                    ops[i] = a.copy()
+        key = (tuple(bc == _BCAST_COL or bc == _BCAST_SCALAR for bc in bcs), tuple(ks))
+        got = self._programs.get(key)
+        if got is None:
+            if self.matmul_inputs:
+                key = (tuple(c and i not in self.matmul_inputs for i, c in enumerate(key[0])),
+                       key[1])
+            got = self._program(*key)
+        prog, carr, strategy, text = got
         self._last_plan = text
         for c in carr:
             ops.append(c)

@@ -19,7 +19,7 @@ static const int64_t ESZ[PYTPP_EW_NDT] = {8, 4, 2};
 #define EQN_NB_MAX 512
 #define EQN_MB_MAX 64
 /* columns of a strategy-2 part: whole chunks of the fused kernel (and of 64-byte lines) */
-#define EQN_COL_UNIT 64
+#define EQN_COL_UNIT 256
 
 static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
