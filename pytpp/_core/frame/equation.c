@@ -183,6 +183,21 @@ static void run_tile(const eqn_ctx *c, eqn_tile *w, int64_t i0, int64_t rows, in
     }
 }
 
+/* Asks for the dense inputs' rows of a tile ahead (into L2): the tile before it computes while
+ * they arrive, as the hand-written row kernels prefetch their next row. */
+static void prefetch_tile(const eqn_ctx *c, int64_t i0, int64_t rows, int64_t j0, int64_t cols)
+{
+    for (int q = 0; q < c->p->ninputs; ++q) {
+        const pytpp_ew_operand *o = &c->in[q];
+        if (o->bcast != PYTPP_EW_BCAST_NONE) continue;
+        const int64_t e = ESZ[o->dtype];
+        for (int64_t r = 0; r < rows; ++r) {
+            const char *row = (const char *)o->p + ((i0 + r) * o->ld + j0) * e;
+            for (int64_t b = 0; b < cols * e; b += 64) __builtin_prefetch(row + b, 0, 2);
+        }
+    }
+}
+
 static int run_strategy1(const eqn_ctx *c0, int nthreads)
 {
     eqn_ctx c = *c0;
@@ -216,6 +231,10 @@ static int run_strategy1(const eqn_ctx *c0, int nthreads)
             for (int64_t t = 0; t < tiles; ++t) {
                 const int64_t ti = t / tn, tj = t % tn;
                 const int64_t i0 = ti * c.mb, j0 = tj * c.nb;
+                if (t + 1 < tiles && !p->has_matmul) {
+                    const int64_t ni = (t + 1) / tn * c.mb, nj = (t + 1) % tn * c.nb;
+                    prefetch_tile(&c, ni, imin(c.mb, c.m - ni), nj, imin(c.nb, c.n - nj));
+                }
                 run_tile(&c, &w, i0, imin(c.mb, c.m - i0), j0, imin(c.nb, c.n - j0));
             }
         }
