@@ -166,7 +166,7 @@ def test_random_trees_match_float64(isa, dtype, data):
     values = [a.astype(np.float64) for a in arrays]
     expr, val = data.draw(trees(m, n, len(arrays), UNIT[compute], values,
                                 allow_reduce=True, allow_matmul=matmul), label="tree")
-    strategy = data.draw(st.sampled_from(["auto", 1, 2]), label="strategy")
+    strategy = data.draw(st.sampled_from(["auto", 1, 2, 3]), label="strategy")
     used = _used_inputs(expr)
     nin = max(used) + 1 if used else 0
     f = eq.compile(expr, shape=(m, n), dtype=dtype, input_dtypes=in_dts[:nin],
@@ -354,6 +354,29 @@ def test_softmax_and_layer_norm_as_equations(isa, dtype, rng):
     ref = (X64 - mu) / np.sqrt(X64.var(1, keepdims=True) + 1e-5) * G.astype(np.float64) + B
     tol = 2.0 ** -6 if dtype == BF16 else 1e-4
     np.testing.assert_allclose(h(X, G, B).astype(np.float64), ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("strategy", [1, 3])
+def test_hybrid_runs_equal_strategy_one(isa, threads, strategy, rng):
+    """Reductions between element-wise runs: strategy 3 fuses the runs and must give the bits of
+    strategy 1 (the same kernels' op expressions, the same order per element)."""
+    x, g, b = eq.input(0), eq.input(1), eq.input(2)
+    n = 77
+    xc = x - eq.sum(x) / n
+    expr = eq.muladd(xc * eq.rsqrt(eq.sum(eq.square(xc)) / n + 1e-5), g, b) - eq.tanh(xc) * 2.0
+    shape = (45, n)
+    X = rng.standard_normal(shape).astype(np.float32)
+    G = rng.standard_normal((1, n)).astype(np.float32)
+    B = rng.standard_normal((45, 1)).astype(np.float32)
+    f = eq.compile(expr, shape=shape, strategy=strategy)
+    assert f"strategy {strategy}" in f.plan()
+    got = f(X, G, B)
+    X64 = X.astype(np.float64)
+    xc64 = X64 - X64.mean(1, keepdims=True)
+    ref = xc64 / np.sqrt((xc64 ** 2).mean(1, keepdims=True) + 1e-5) * G + B - np.tanh(xc64) * 2
+    np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-5)
+    one = eq.compile(expr, shape=shape, strategy=1)(X, G, B)
+    np.testing.assert_allclose(got, one, rtol=1e-6, atol=1e-6)
 
 
 def test_strategy_two_equals_strategy_one(isa, threads, rng):

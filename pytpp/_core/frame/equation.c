@@ -47,6 +47,9 @@ typedef struct eqn_ctx {
     const pytpp_ew_operand *in, *out;
     int64_t m, n, mb, nb;
     int cdt;
+    const pytpp_eqn_kernels *ek;   /* fused kernels for runs of element-wise nodes (or NULL) */
+    const struct eqn_seg *segs;
+    const int *seg_of;
 } eqn_ctx;
 
 /* Temporary t: a tile of mb x nb compute elements (ld nb), then mb values (one per row) of a
@@ -58,6 +61,101 @@ typedef struct eqn_tile {
     char *cv[4];         /* conversion rows: 3 operands and the output (nb elements each) */
     int *tcol;           /* temporary t holds one value per row */
 } eqn_tile;
+
+/* Strategy 3 (paper 4.3, the hybrid): a run of element-wise nodes over whole tiles between the
+ * reductions and products is one pass of the fused kernel, its intermediate results in vector
+ * temporaries; only the run's last result (and what the run reads from before it) is a tile. */
+#define EQN_SEG_MAX 64
+typedef struct eqn_seg {
+    int q0, q1;                 /* instructions [q0, q1) */
+    int nlive, live[PYTPP_EQN_MAX_VTEMPS];  /* temporaries read from tiles, inputs n.. n+nlive */
+    pytpp_eqn_prog prog;
+    pytpp_eqn_instr ins[EQN_SEG_MAX];
+} eqn_seg;
+
+static inline int fusable(const pytpp_eqn_instr *ins)
+{
+    return !ins->col && (ins->kind == PYTPP_EQN_UNARY || ins->kind == PYTPP_EQN_BINARY ||
+                         ins->kind == PYTPP_EQN_TERNARY);
+}
+
+static inline int nsrc(const pytpp_eqn_instr *ins)
+{
+    return ins->kind == PYTPP_EQN_UNARY || ins->kind == PYTPP_EQN_REDUCE ? 1
+         : ins->kind == PYTPP_EQN_TERNARY ? 3 : 2;
+}
+
+/* temporary t is read after instruction q before it is written again */
+static int live_after(const pytpp_eqn_prog *p, int q, int t)
+{
+    for (int k = q + 1; k < p->ninstr; ++k) {
+        for (int a = 0; a < nsrc(&p->ins[k]); ++a)
+            if (p->ins[k].src[a] == t) return 1;
+        if (p->ins[k].dst == t) return 0;
+    }
+    return 0;
+}
+
+/* The runs of program p worth fusing (two nodes or more), seg_of[q] = run starting at q or -1.
+ * Returns the number of runs. */
+static int plan_segments(const pytpp_eqn_prog *p, eqn_seg *segs, int maxseg, int *seg_of)
+{
+    int ns = 0;
+    for (int q = 0; q < p->ninstr; ++q) seg_of[q] = -1;
+    for (int q = 0; q < p->ninstr && ns < maxseg;) {
+        if (!fusable(&p->ins[q])) { ++q; continue; }
+        int q1 = q + 1;
+        /* extend while the next node is element-wise and this one's result dies in the run */
+        while (q1 < p->ninstr && q1 - q < EQN_SEG_MAX && fusable(&p->ins[q1]) &&
+               p->ins[q1 - 1].dst != PYTPP_EQN_OUT) {
+            /* the result of q1 - 1 must not be needed after the run would end at q1 + ... :
+             * checked below; stop where an intermediate result is needed later */
+            ++q1;
+        }
+        /* shrink until every result but the last dies inside the run (a cut can expose an
+         * earlier result that a node now outside the run reads) */
+        for (int changed = 1; changed;) {
+            changed = 0;
+            for (int k = q; k < q1 - 1 && !changed; ++k) {
+                const int d = p->ins[k].dst;
+                int redefined = 0;   /* a later node of the run writes d: it is the one seen */
+                for (int k2 = k + 1; k2 < q1; ++k2) if (p->ins[k2].dst == d) redefined = 1;
+                if (!redefined && live_after(p, q1 - 1, d)) {
+                    q1 = k + 1;
+                    changed = 1;
+                }
+            }
+        }
+        const int len = q1 - q;
+        if (len < 2) { q = q1; continue; }
+        eqn_seg *g = &segs[ns];
+        g->q0 = q, g->q1 = q1, g->nlive = 0;
+        int written[PYTPP_EQN_MAX_VTEMPS + 1] = {0};
+        int ok = p->ntemps <= PYTPP_EQN_MAX_VTEMPS;
+        for (int k = q; k < q1 && ok; ++k) {
+            pytpp_eqn_instr in = p->ins[k];
+            for (int a = 0; a < nsrc(&in); ++a) {
+                const int sl = in.src[a];
+                if (PYTPP_EQN_IS_INPUT(sl) || written[sl]) continue;
+                int idx = -1;   /* a temporary computed before the run: read from its tile */
+                for (int l = 0; l < g->nlive; ++l) if (g->live[l] == sl) idx = l;
+                if (idx < 0) { idx = g->nlive; g->live[g->nlive++] = sl; }
+                in.src[a] = PYTPP_EQN_INPUT(p->ninputs + idx);
+            }
+            if (k == q1 - 1) in.dst = PYTPP_EQN_OUT;
+            else written[in.dst] = 1;
+            g->ins[k - q] = in;
+        }
+        ok = ok && p->ninputs + g->nlive <= 32;
+        if (!ok) { q = q1; continue; }
+        g->prog = (pytpp_eqn_prog){.ninstr = len, .ntemps = p->ntemps,
+                                   .ninputs = p->ninputs + g->nlive, .ins = g->ins,
+                                   .dtype = p->dtype};
+        seg_of[q] = ns++;
+        q = q1;
+    }
+    return ns;
+}
 
 static inline int in_scalar(const pytpp_ew_operand *o)
 {
@@ -110,6 +208,49 @@ static inline double reduce_col(int op, double v, int64_t n)
     return v;
 }
 
+/* operand o moved to the tile's origin (i0, j0) */
+static pytpp_ew_operand at_tile(const pytpp_ew_operand *o, int64_t i0, int64_t j0)
+{
+    pytpp_ew_operand t = *o;
+    const int64_t e = ESZ[o->dtype];
+    switch (o->bcast) {
+    case PYTPP_EW_BCAST_ROW: t.p = (char *)o->p + j0 * e; break;
+    case PYTPP_EW_BCAST_COL: t.p = (char *)o->p + i0 * o->ld * e; break;
+    case PYTPP_EW_BCAST_SCALAR: break;
+    default: t.p = (char *)o->p + (i0 * o->ld + j0) * e;
+    }
+    return t;
+}
+
+static void run_segment(const eqn_ctx *c, eqn_tile *w, const eqn_seg *g, int64_t i0,
+                        int64_t rows, int64_t j0, int64_t cols)
+{
+    const int64_t cesz = ESZ[c->cdt];
+    pytpp_ew_operand ops[32], out;
+    for (int q = 0; q < c->p->ninputs; ++q) ops[q] = at_tile(&c->in[q], i0, j0);
+    for (int l = 0; l < g->nlive; ++l) {
+        const int t = g->live[l];
+        pytpp_ew_operand *o = &ops[c->p->ninputs + l];
+        o->dtype = c->cdt;
+        if (w->tcol[t]) {
+            o->p = w->temp + (t * TSTRIDE(c) + c->mb * c->nb) * cesz;
+            o->ld = 1, o->bcast = PYTPP_EW_BCAST_COL;
+        } else {
+            o->p = w->temp + t * TSTRIDE(c) * cesz;
+            o->ld = c->nb, o->bcast = PYTPP_EW_BCAST_NONE;
+        }
+    }
+    const int dst = c->p->ins[g->q1 - 1].dst;
+    if (dst == PYTPP_EQN_OUT) {
+        out = at_tile(c->out, i0, j0);
+    } else {
+        out.p = w->temp + dst * TSTRIDE(c) * cesz;
+        out.ld = c->nb, out.dtype = c->cdt, out.bcast = PYTPP_EW_BCAST_NONE;
+        w->tcol[dst] = 0;
+    }
+    c->ek->rows(&g->prog, ops, &out, 0, rows, 0, cols, 0);
+}
+
 /* One tile: rows [i0, i0 + rows), columns [j0, j0 + cols) of the result. */
 static void run_tile(const eqn_ctx *c, eqn_tile *w, int64_t i0, int64_t rows, int64_t j0,
                      int64_t cols)
@@ -119,6 +260,12 @@ static void run_tile(const eqn_ctx *c, eqn_tile *w, int64_t i0, int64_t rows, in
     const int64_t cesz = ESZ[c->cdt], oesz = ESZ[c->out->dtype];
     for (int t = 0; t < p->ntemps; ++t) w->tcol[t] = 0;
     for (int q = 0; q < p->ninstr; ++q) {
+        if (c->seg_of && c->seg_of[q] >= 0) {
+            const eqn_seg *g = &c->segs[c->seg_of[q]];
+            run_segment(c, w, g, i0, rows, j0, cols);
+            q = g->q1 - 1;
+            continue;
+        }
         const pytpp_eqn_instr *ins = &p->ins[q];
         const int root = ins->dst == PYTPP_EQN_OUT;
         /* the root writes the output directly when it is stored in the compute dtype */
@@ -307,7 +454,20 @@ int pytpp_eqn_run(int isa, const pytpp_eqn_prog *p, int64_t m, int64_t n,
     if (strategy == 2 && !p->has_reduce && !p->has_matmul && ek &&
         p->ntemps <= PYTPP_EQN_MAX_VTEMPS && p->ninputs <= 32)
         return run_strategy2(ek, p, m, n, in, out, nthreads);
-    const eqn_ctx c = {.p = p, .kt = kt, .gk = pytpp_levels[isa].brgemm[p->dtype], .in = in,
-                       .out = out, .m = m, .n = n, .cdt = p->dtype};
-    return run_strategy1(&c, nthreads);
+    eqn_ctx c = {.p = p, .kt = kt, .gk = pytpp_levels[isa].brgemm[p->dtype], .in = in,
+                 .out = out, .m = m, .n = n, .cdt = p->dtype};
+    /* strategy 3 for the element-wise runs between reductions and products */
+    eqn_seg *segs = NULL;
+    int *seg_of = NULL;
+    if (strategy != 1 && ek && p->ninputs <= 32) {
+        segs = (eqn_seg *)malloc(sizeof(eqn_seg) * (size_t)p->ninstr);
+        seg_of = (int *)malloc(sizeof(int) * (size_t)p->ninstr);
+        if (segs && seg_of && plan_segments(p, segs, p->ninstr, seg_of) > 0) {
+            c.ek = ek, c.segs = segs, c.seg_of = seg_of;
+        }
+    }
+    const int err = run_strategy1(&c, nthreads);
+    free(segs);
+    free(seg_of);
+    return err;
 }
