@@ -305,6 +305,48 @@ class _Planner:
         self.instrs.append([e, kind, op, srcs, t, col, 0])
 
 
+def _fuse_square_sum(instrs, scores):
+    """sum(square(x)) as one reduction of squares (the row kernels' squared mode): the square
+    node goes when its result feeds only that sum and its operand is unchanged in between."""
+    sq_code, sum_code = _U["square"], _R["sum"]
+    out, drop = [], set()
+    for i, ins in enumerate(instrs):
+        node, kind, op, srcs, dst, col, k = ins
+        if kind != _eq.UNARY or op != sq_code or col or dst == _eq.OUT:
+            continue
+        for j in range(i + 1, len(instrs)):
+            _, kj, oj, sj, dj, _, _ = instrs[j]
+            reads = dst in sj[:len(instrs[j][0].children)]
+            if reads:
+                if kj == _eq.REDUCE and oj == sum_code and sj[0] == dst and not _read_later(
+                        instrs, j, dst) and not any(x[4] == srcs[0] for x in instrs[i + 1:j]):
+                    instrs[j][3] = [srcs[0], 0, 0]
+                    instrs[j][6] = 1
+                    fused = Expr("reduce", "sum_of_squares", node.children)
+                    scores[id(fused)] = scores[id(instrs[j][0])]
+                    instrs[j][0] = fused
+                    drop.add(i)
+                break
+            if dj == dst:
+                break
+    for i, ins in enumerate(instrs):
+        if i not in drop:
+            out.append(ins)
+    return out
+
+
+def _read_later(instrs, j, t):
+    """t (as instruction j reads it) is read again after j"""
+    if instrs[j][4] == t:
+        return False
+    for node, _, _, srcs, dst, _, _ in instrs[j + 1:]:
+        if t in srcs[:len(node.children)]:
+            return True
+        if dst == t:
+            return False
+    return False
+
+
 def _describe_slot(s, names):
     return names[_eq.OUT - 1 - s] if s <= _eq.OUT - 1 else ("out" if s == _eq.OUT else f"t{s}")
 
@@ -385,9 +427,9 @@ class Equation:
                     stack.append(c)
         pl.visit(root)
         pl.instrs[-1][4] = _eq.OUT
+        pl.instrs = _fuse_square_sum(pl.instrs, scores)
         rows = []
-        for node, kind, op, srcs, dst, col, _ in pl.instrs:
-            k = 0
+        for node, kind, op, srcs, dst, col, k in pl.instrs:
             if kind == _eq.MATMUL:
                 k = ks[node.children[0].value]
             rows.append((kind, op, srcs[0], srcs[1], srcs[2], dst, int(col), k))

@@ -247,6 +247,18 @@ def test_shared_subexpression_computed_once(rng):
     np.testing.assert_allclose(f(X), ref / ref.sum(1, keepdims=True), rtol=1e-13)
 
 
+def test_sum_of_squares_fused_only_when_safe(rng):
+    x = eq.input(0)
+    X = rng.standard_normal((5, 40))
+    f = eq.compile(eq.sum(eq.square(x - 1.0)) * x, shape=(5, 40), dtype=np.float64)
+    assert "sum_of_squares" in f.plan() and "square(" not in f.plan().split("\n", 1)[1]
+    np.testing.assert_allclose(f(X), ((X - 1) ** 2).sum(1, keepdims=True) * X, rtol=1e-13)
+    sq = eq.square(x)          # the squares are needed again: not fused
+    g = eq.compile(eq.sum(sq) + sq, shape=(5, 40), dtype=np.float64)
+    assert "sum_of_squares" not in g.plan()
+    np.testing.assert_allclose(g(X), (X ** 2).sum(1, keepdims=True) + X ** 2, rtol=1e-13)
+
+
 def test_same_expression_same_callable():
     x = eq.relu(eq.input(0)) * 2.0
     f = eq.compile(x, shape=(3, 4), dtype=np.float32)

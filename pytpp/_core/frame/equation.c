@@ -302,13 +302,26 @@ static void run_tile(const eqn_ctx *c, eqn_tile *w, int64_t i0, int64_t rows, in
             }
             switch (ins->kind) {
             case PYTPP_EQN_UNARY: kt->unary[ins->op](len, x[0], o); break;
-            case PYTPP_EQN_BINARY: kt->binary[ins->op](len, x[0], x[1], o, bc); break;
+            case PYTPP_EQN_BINARY:
+                if (ins->op == PYTPP_EW_DIV && bc == 2 && len > 1) {
+                    /* a row divided by its one value (softmax's normalisation): one division
+                     * and a row of multiplications, as the hand-written kernels scale */
+                    double rd = 1.0 / (c->cdt == PYTPP_EW_F64 ? *(const double *)x[1]
+                                                            : (double)*(const float *)x[1]);
+                    float rf = (float)rd;
+                    kt->binary[PYTPP_EW_MUL](len, x[0],
+                                             c->cdt == PYTPP_EW_F64 ? (const void *)&rd
+                                                                    : (const void *)&rf, o, 2);
+                } else {
+                    kt->binary[ins->op](len, x[0], x[1], o, bc);
+                }
+                break;
             case PYTPP_EQN_TERNARY: kt->ternary[ins->op](len, x[0], x[1], x[2], o, bc); break;
             case PYTPP_EQN_REDUCE: {
                 const double v = sc[0] ? reduce_col(ins->op, c->cdt == PYTPP_EW_F64
                                                                  ? *(const double *)x[0]
                                                                  : *(const float *)x[0], cols)
-                                       : kt->reduce_row(cols, x[0], ins->op, 0);
+                                       : kt->reduce_row(cols, x[0], ins->op, (int)ins->k);
                 if (c->cdt == PYTPP_EW_F64) *(double *)o = v;
                 else *(float *)o = (float)v;
                 break;

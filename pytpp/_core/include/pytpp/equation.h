@@ -42,7 +42,7 @@ typedef struct pytpp_eqn_instr {
     int src[3];
     int dst;
     int col;                /* the result is one value per row (m, 1) */
-    int64_t k;              /* MATMUL: inner dimension */
+    int64_t k;              /* MATMUL: inner dimension; REDUCE: 1 reduces the squares */
 } pytpp_eqn_instr;
 
 typedef struct pytpp_eqn_prog {
