@@ -1,7 +1,7 @@
 """Autotuning of the loop-string GEMM (paper 001 II-D, II-E): candidate strings from the paper's
 constraints, ranked by a performance model (a per-thread trace of the A, B, C block slices each
-body call touches, run through LRU caches of the machine's sizes, each call costed by the
-compute peak and the bandwidth of the level its data came from), the top classes timed, the
+body call touches, run through LRU caches of L2 and the thread's share of L3; a call costs the
+larger of its FMAs at peak and its L2 traffic, plus the slices it waits for from L3 or memory), the top classes timed, the
 best persisted per (CPU, shape, dtype, threads) in the user cache directory.
 
 ``python -m pytpp tune gemm M N K`` shows the ranking with a progress bar.
@@ -128,14 +128,19 @@ def model(spec, m, n, k, dtype=np.float32, threads=1, caches=(32 << 10, 512 << 1
     levels = [_LRU(caches[1]), _LRU(l3_share)]
     t = 0.0
     for ik, im, iN in ind_list:
-        move = 0.0
+        near = far = 0.0
         for key, size in ((("A", im, ik), a_sz), (("B", iN, ik), b_sz), (("C", im, iN), c_sz)):
             where = 2
             for lvl in (1, 0):
                 if levels[lvl].touch(key, size):
                     where = lvl
-            move += size / bws[where + 1]
-        t += max(flops / peak, move)
+            if where == 0:
+                near += size / bws[1]
+            else:
+                far += size / bws[where + 1]
+        # L2 traffic overlaps the FMAs; a slice from L3 or memory is waited for at the start
+        # of the call (the kernels prefetch within a call, not across calls)
+        t += max(flops / peak, near) + far
     worst = t
     return worst
 
@@ -228,9 +233,10 @@ def main(argv):
           f"ISA {pytpp.get_isa()}: {len(r['ranking'])} candidates, tuned in "
           f"{time.perf_counter() - t0:.1f} s")
     print(f"{'rank':>4s}  {'string':24s} {'model ms':>9s} {'measured ms':>12s} {'GFLOP/s':>8s}")
-    for i, (s, pred, meas) in enumerate(r["ranking"][:15]):
+    shown = [(i, row) for i, row in enumerate(r["ranking"]) if i < 10 or row[2] is not None]
+    for i, (s, pred, meas) in shown:
         g = f"{flops / meas / 1e9:8.1f}" if meas else ""
-        ms = f"{meas * 1e3:12.2f}" if meas else ""
-        print(f"{i + 1:4d}  {s:24s} {pred * 1e3:9.2f} {ms} {g}")
+        ms = f"{meas * 1e3:.2f}" if meas else ""
+        print(f"{i + 1:4d}  {s:24s} {pred * 1e3:9.2f} {ms:>12s} {g}")
     print(f"best: {r['best']!r} (kept in {cache_path()})")
     return 0
