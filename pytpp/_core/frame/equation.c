@@ -105,13 +105,10 @@ static int plan_segments(const pytpp_eqn_prog *p, eqn_seg *segs, int maxseg, int
     for (int q = 0; q < p->ninstr && ns < maxseg;) {
         if (!fusable(&p->ins[q])) { ++q; continue; }
         int q1 = q + 1;
-        /* extend while the next node is element-wise and this one's result dies in the run */
+        /* extend over the element-wise nodes that follow (the root ends a run) */
         while (q1 < p->ninstr && q1 - q < EQN_SEG_MAX && fusable(&p->ins[q1]) &&
-               p->ins[q1 - 1].dst != PYTPP_EQN_OUT) {
-            /* the result of q1 - 1 must not be needed after the run would end at q1 + ... :
-             * checked below; stop where an intermediate result is needed later */
+               p->ins[q1 - 1].dst != PYTPP_EQN_OUT)
             ++q1;
-        }
         /* shrink until every result but the last dies inside the run (a cut can expose an
          * earlier result that a node now outside the run reads) */
         for (int changed = 1; changed;) {
