@@ -319,6 +319,51 @@ class ThreadedLoop:
             self._c_nest = got
         return got
 
+    def run_equation(self, f, *inputs, out=None, tile: tuple[int, int], rows: int = 0,
+                     cols: int = 1):
+        """A C body: the compiled equation `f` (``pytpp.tpp.equation.compile``) on the tile of
+        rows ``[ind[rows], + tile[0])`` and columns ``[ind[cols], + tile[1])`` of the result at
+        every iteration of the nest, no Python in the loop. The logical loops `rows` and `cols`
+        run over row and column starts (``LoopSpec(0, m, tile[0])``, ...); inputs broadcast as
+        in ``f(*inputs)``. Trees with products are refused, and row reductions unless a tile
+        spans whole rows. Returns `out` (a new array when None).
+
+        >>> import numpy as np
+        >>> from pytpp.loops import LoopSpec, ThreadedLoop
+        >>> from pytpp.tpp import equation as eq
+        >>> f = eq.compile(eq.relu(eq.input(0)) * 2.0, shape=(4, 6), dtype=np.float64)
+        >>> loop = ThreadedLoop([LoopSpec(0, 4, 2), LoopSpec(0, 6, 3)], "AB")
+        >>> loop.run_equation(f, np.arange(-12.0, 12.0).reshape(4, 6), tile=(2, 3))[3]
+        array([12., 14., 16., 18., 20., 22.])
+        """
+        fn = "pytpp.loops.ThreadedLoop.run_equation"
+        from pytpp.tpp.equation import Equation
+        if not isinstance(f, Equation):
+            raise TypeError(f"{fn}: f must be a compiled equation, got {type(f).__name__}")
+        bm, bn = (operator.index(t) for t in tile)
+        if bm < 1 or bn < 1:
+            raise ValueError(f"{fn}: tile must be positive, got {tile}")
+        for name, k in (("rows", rows), ("cols", cols)):
+            if not 0 <= k < len(self.specs):
+                raise ValueError(f"{fn}: {name}={k} names no logical loop")
+        if f.matmul_inputs:
+            raise ValueError(f"{fn}: an equation with products cannot run per tile")
+        m, n = f.shape
+        got = f._prepare(inputs, out)
+        if got[0] is None:
+            return got[1]
+        prog, ops, specs, target, strategy = got
+        if f._has_reduce() and bn < n:
+            raise ValueError(f"{fn}: the equation reduces rows: a tile must span them "
+                             f"(tile[1] >= {n})")
+        from pytpp.tpp.equation import _STORE
+        self.c_nest().equation(self.num_threads, prog, ops, specs, target, _STORE[f.dtype],
+                               strategy, rows, cols, bm, bn)
+        if out is not None and target is not out:
+            out[...] = target
+            return out
+        return target
+
     def trace(self) -> dict[int, list[tuple[int, ...]]]:
         """{thread: the indices it visits, in order} as the C engine runs the nest (a C body
         recording them): the order a C body such as the loop-string GEMM sees."""

@@ -211,3 +211,46 @@ def test_bad_specs_point_at_their_letter():
         LoopSpec(0, 1.5)
     with pytest.raises(TypeError):
         ThreadedLoop([(0, 4, 1)], "a")
+
+
+@pytest.mark.parametrize("spec", ["AB", "BA", "ab", "aB{R:2}", "A{R:2}B{C:1}", "BA @ schedule(dynamic, 1)"])
+def test_equation_body_in_c(isa, spec):
+    """An equation as the C body: every tile of the result computed once, broadcasts kept."""
+    import numpy as np
+    from pytpp.tpp import equation as eq
+    rng = np.random.default_rng(3)
+    m, n, bm, bn = 37, 70, 8, 16
+    x, r, c = eq.input(0), eq.input(1), eq.input(2)
+    f = eq.compile(eq.tanh(x + r) * c - 1.0, shape=(m, n), dtype=np.float32)
+    X = rng.standard_normal((m, n)).astype(np.float32)
+    R = rng.standard_normal((1, n)).astype(np.float32)
+    C = rng.standard_normal((m, 1)).astype(np.float32)
+    if spec.lower().startswith("b"):
+        specs = [LoopSpec(0, n, bn), LoopSpec(0, m, bm)]
+        rows, cols = 1, 0
+    else:
+        specs = [LoopSpec(0, m, bm), LoopSpec(0, n, bn)]
+        rows, cols = 0, 1
+    loop = ThreadedLoop(specs, spec, num_threads=2)
+    out = np.full((m, n), np.nan, np.float32)
+    got = loop.run_equation(f, X, R, C, out=out, tile=(bm, bn), rows=rows, cols=cols)
+    assert got is out
+    np.testing.assert_allclose(out, f(X, R, C), rtol=1e-6, atol=1e-6)
+
+
+def test_equation_body_refusals():
+    import numpy as np
+    from pytpp.tpp import equation as eq
+    x = eq.input(0)
+    loop = ThreadedLoop([LoopSpec(0, 4, 2), LoopSpec(0, 8, 4)], "Ab")
+    g = eq.compile(x / eq.sum(x), shape=(4, 8), dtype=np.float64)
+    with pytest.raises(ValueError, match="span"):
+        loop.run_equation(g, np.ones((4, 8)), tile=(2, 4))
+    h = eq.compile(x @ eq.input(1), shape=(4, 8), dtype=np.float64)
+    with pytest.raises(ValueError, match="products"):
+        loop.run_equation(h, np.ones((4, 3)), np.ones((3, 8)), tile=(2, 4))
+    with pytest.raises(TypeError):
+        loop.run_equation(lambda a: a, np.ones((4, 8)), tile=(2, 4))
+    whole = ThreadedLoop([LoopSpec(0, 4, 2), LoopSpec(0, 8, 8)], "Ab")
+    np.testing.assert_allclose(whole.run_equation(g, np.ones((4, 8)), tile=(2, 8)),
+                               np.full((4, 8), 1 / 8))

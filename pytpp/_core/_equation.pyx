@@ -11,39 +11,6 @@ from pytpp._core._runtime cimport num_threads, active_isa
 
 cnp.import_array()
 
-cdef extern from "pytpp/equation.h" nogil:
-    enum:
-        PYTPP_EQN_OUT
-        PYTPP_EQN_UNARY
-        PYTPP_EQN_BINARY
-        PYTPP_EQN_TERNARY
-        PYTPP_EQN_REDUCE
-        PYTPP_EQN_MATMUL
-        PYTPP_EQN_MAX_VTEMPS
-
-    ctypedef struct pytpp_ew_operand:
-        void *p
-        int64_t ld
-        int dtype
-        int bcast
-
-    ctypedef struct pytpp_eqn_instr:
-        int kind, op
-        int src[3]
-        int dst
-        int col
-        int64_t k
-
-    ctypedef struct pytpp_eqn_prog:
-        int ninstr, ntemps, ninputs
-        const pytpp_eqn_instr *ins
-        int dtype
-        int has_reduce, has_matmul
-
-    int pytpp_eqn_run(int isa, const pytpp_eqn_prog *p, int64_t m, int64_t n,
-                      const pytpp_ew_operand *inp, const pytpp_ew_operand *out, int strategy,
-                      int nthreads)
-
 UNARY, BINARY, TERNARY, REDUCE, MATMUL = (PYTPP_EQN_UNARY, PYTPP_EQN_BINARY, PYTPP_EQN_TERNARY,
                                           PYTPP_EQN_REDUCE, PYTPP_EQN_MATMUL)
 OUT = PYTPP_EQN_OUT
@@ -54,8 +21,6 @@ F64, F32, BF16 = PYTPP_EW_F64, PYTPP_EW_F32, PYTPP_EW_BF16
 cdef class Program:
     """A planned equation in C: instructions (kind, op, src0, src1, src2, dst, col, k) with
     slots as equation.h numbers them; compute dtype code; number of temporaries and inputs."""
-    cdef pytpp_eqn_prog prog
-    cdef pytpp_eqn_instr *ins
 
     def __cinit__(self, list instrs, int ntemps, int ninputs, int dtype):
         cdef int i

@@ -2,6 +2,8 @@
 from typing import Any
 
 from numpy import ndarray
+
+from pytpp._core._equation import Program
 from typing_extensions import disjoint_base
 
 MAX_LOOPS: int
@@ -15,3 +17,6 @@ class CNest:
     def gemm(self, nthreads: int, a: ndarray[Any, Any], b: ndarray[Any, Any],
              c: ndarray[Any, Any], m: int, n: int, kb: int, bm: int, bn: int, bk: int,
              k_step: int) -> None: ...
+    def equation(self, nthreads: int, prog: Program, inputs: list[ndarray[Any, Any]],
+                 specs: list[tuple[int, int, int]], out: ndarray[Any, Any], out_dtype: int,
+                 strategy: int, row_loop: int, col_loop: int, bm: int, bn: int) -> None: ...

@@ -7,6 +7,8 @@ import numpy as np
 from libc.stdint cimport int64_t
 from pytpp._core._runtime cimport active_isa, level
 from pytpp._core.cengine cimport PYTPP_F64, PYTPP_F32, pytpp_gemm_kernels
+from pytpp._core._equation cimport Program, pytpp_eqn_prog, pytpp_ew_operand
+from libc.stdlib cimport malloc, free
 
 cnp.import_array()
 
@@ -46,6 +48,15 @@ cdef extern from "pytpp/loop_gemm.h" nogil:
         int64_t cap, count
         int nloops
 
+    ctypedef struct pytpp_loop_eqn:
+        int isa, strategy, row_loop, col_loop
+        const pytpp_eqn_prog *p
+        const pytpp_ew_operand *in_ "in"
+        const pytpp_ew_operand *out
+        int64_t m, n, bm, bn
+        int err
+
+    int pytpp_loop_eqn_run(const pytpp_loop_nest *n, int nthreads, pytpp_loop_eqn *e)
     int pytpp_loop_gemm_run(const pytpp_loop_nest *n, int nthreads, const pytpp_loop_gemm *g)
     int pytpp_loop_trace_run(const pytpp_loop_nest *n, int nthreads, pytpp_loop_trace *t)
 
@@ -112,3 +123,40 @@ cdef class CNest:
             err = pytpp_loop_gemm_run(&self.nest, nthreads, &g)
         if err:
             raise RuntimeError("pytpp.linalg.matmul(loops=): the C nest could not run")
+
+    def equation(self, int nthreads, Program prog, list inputs, list specs, cnp.ndarray out,
+                 int out_dtype, int strategy, int row_loop, int col_loop, int64_t bm,
+                 int64_t bn):
+        """The planned equation on each (rows, columns) tile the nest visits: inputs[i] with
+        specs[i] = (ld, dtype code, bcast code), as Program.run takes them."""
+        cdef int nin = len(inputs), q, err
+        cdef pytpp_ew_operand *ops = <pytpp_ew_operand *>malloc(
+            sizeof(pytpp_ew_operand) * max(1, nin))
+        cdef pytpp_ew_operand o
+        cdef pytpp_loop_eqn e
+        if ops == NULL:
+            raise MemoryError()
+        for q in range(nin):
+            ops[q].p = cnp.PyArray_DATA(<cnp.ndarray>inputs[q])
+            ops[q].ld, ops[q].dtype, ops[q].bcast = specs[q]
+        o.p = cnp.PyArray_DATA(out)
+        o.ld = (cnp.PyArray_STRIDE(out, 0) // cnp.PyArray_ITEMSIZE(out)
+                if cnp.PyArray_DIM(out, 0) > 1 else cnp.PyArray_DIM(out, 1))
+        o.dtype = out_dtype
+        o.bcast = 0
+        e.isa = active_isa()
+        e.strategy = strategy
+        e.row_loop = row_loop
+        e.col_loop = col_loop
+        e.p = &prog.prog
+        e.in_ = ops
+        e.out = &o
+        e.m = cnp.PyArray_DIM(out, 0)
+        e.n = cnp.PyArray_DIM(out, 1)
+        e.bm = bm
+        e.bn = bn
+        with nogil:
+            err = pytpp_loop_eqn_run(&self.nest, nthreads, &e)
+        free(ops)
+        if err:
+            raise RuntimeError("pytpp.loops: the equation body failed (threads or memory)")

@@ -523,6 +523,19 @@ class Equation:
         return x, bc
 
     def __call__(self, *inputs, out=None):
+        got = self._prepare(inputs, out)
+        if got[0] is None:
+            return got[1]
+        prog, ops, specs, target, strategy = got
+        prog.run(ops, specs, target, _STORE[self.dtype], strategy)
+        if out is not None and target is not out:
+            out[...] = target
+            return out
+        return target
+
+    def _prepare(self, inputs, out):
+        """(program, operands, their (ld, dtype, bcast), target array, strategy) of a call, or
+        (None, result) when there is nothing to compute."""
         fn = _FN
         m, n = self.shape
         if len(inputs) != self.ninputs:
@@ -569,7 +582,7 @@ class Equation:
             if not out.flags.writeable:
                 raise ValueError(f"{fn}: out is read-only")
         if m == 0 or n == 0:
-            return out if out is not None else np.empty(full, self.dtype)
+            return None, (out if out is not None else np.empty(full, self.dtype))
         target = out
         if out is None:
             target = np.empty(full, self.dtype)
@@ -597,11 +610,16 @@ class Equation:
         for c in carr:
             ops.append(c)
             specs.append((1, _STORE[c.dtype], _BCAST_SCALAR))
-        prog.run(ops, specs, target, _STORE[self.dtype], strategy)
-        if out is not None and target is not out:
-            out[...] = target
-            return out
-        return target
+        return prog, ops, specs, target, strategy
+
+    def _has_reduce(self):
+        stack = [self.expr]
+        while stack:
+            x = stack.pop()
+            if x.kind == "reduce":
+                return True
+            stack.extend(x.children)
+        return False
 
     def _check_k(self, e, ks):
         stack = [e]

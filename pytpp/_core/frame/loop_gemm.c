@@ -31,6 +31,44 @@ int pytpp_loop_gemm_run(const pytpp_loop_nest *n, int nthreads, const pytpp_loop
     return pytpp_loop_run(n, nthreads, gemm_body, (void *)g);
 }
 
+static const int64_t EQN_ESZ[PYTPP_EW_NDT] = {8, 4, 2};
+
+static pytpp_ew_operand tile_operand(const pytpp_ew_operand *o, int64_t i0, int64_t j0)
+{
+    pytpp_ew_operand t = *o;
+    const int64_t e = EQN_ESZ[o->dtype];
+    switch (o->bcast) {
+    case PYTPP_EW_BCAST_ROW: t.p = (char *)o->p + j0 * e; break;
+    case PYTPP_EW_BCAST_COL: t.p = (char *)o->p + i0 * o->ld * e; break;
+    case PYTPP_EW_BCAST_SCALAR: break;
+    default: t.p = (char *)o->p + (i0 * o->ld + j0) * e;
+    }
+    return t;
+}
+
+static void eqn_body(const int64_t *ind, void *ctx, int tid)
+{
+    pytpp_loop_eqn *e = (pytpp_loop_eqn *)ctx;
+    (void)tid;
+    const int64_t i0 = ind[e->row_loop], j0 = ind[e->col_loop];
+    const int64_t rows = imin(e->bm, e->m - i0), cols = imin(e->bn, e->n - j0);
+    if (rows <= 0 || cols <= 0 || e->p->ninputs > 64) return;
+    pytpp_ew_operand in[64];
+    for (int q = 0; q < e->p->ninputs; ++q) in[q] = tile_operand(&e->in[q], i0, j0);
+    const pytpp_ew_operand out = tile_operand(e->out, i0, j0);
+    if (pytpp_eqn_run(e->isa, e->p, rows, cols, in, &out, e->strategy, 1)) {
+#pragma omp atomic write
+        e->err = 1;
+    }
+}
+
+int pytpp_loop_eqn_run(const pytpp_loop_nest *n, int nthreads, pytpp_loop_eqn *e)
+{
+    e->err = 0;
+    const int r = pytpp_loop_run(n, nthreads, eqn_body, e);
+    return r ? r : (e->err ? -1 : 0);
+}
+
 static void trace_body(const int64_t *ind, void *ctx, int tid)
 {
     pytpp_loop_trace *t = (pytpp_loop_trace *)ctx;
