@@ -1,4 +1,4 @@
-"""Command line: `python -m pytpp info | bench CASE... | bench compare A B | demo`."""
+"""Command line: `python -m pytpp info | bench CASE... | bench compare A B | demo | tune gemm M N K`."""
 import argparse
 import sys
 
@@ -33,6 +33,11 @@ def _bench(args):
         return _compare.main(*args.cases[1:])
     return run.main(args.cases, threads=args.threads, quick=args.quick, repeats=args.repeats,
                     json_path=args.json, plot_path=args.plot, match=args.match)
+
+
+def _tune(args):
+    from pytpp import _tune
+    return _tune.main(args.rest)
 
 
 def _version():
@@ -74,6 +79,11 @@ def main(argv=None):
                     help="draw a roofline and a speedup-vs-best-peer chart (needs matplotlib: "
                          "pip install 'pytpp[plot]')")
     pb.set_defaults(fn=_bench)
+    pt = sub.add_parser("tune", help="autotune the loop string of a GEMM: `tune gemm M N K` "
+                                     "(model ranking, top classes timed, best kept)",
+                        add_help=False)
+    pt.add_argument("rest", nargs=argparse.REMAINDER)
+    pt.set_defaults(fn=_tune)
     args = p.parse_args(argv)
     return args.fn(args) or 0
 

@@ -45,7 +45,7 @@ def _resolve_dtypes(a, b, dtype, out):
 
 
 def matmul(a: ArrayLike, b: ArrayLike | PackedOperand, /, out: Array | None = None, *,
-           dtype: DTypeLike = None) -> Any:
+           dtype: DTypeLike = None, loops: str | None = None) -> Any:
     """Matrix product of two arrays, a drop-in for :func:`numpy.matmul`.
 
     A Goto/BLIS packed GEMM (five loops around the engine's micro-kernels, A and B packed into
@@ -71,6 +71,11 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedOperand, /, out: Array | None = No
         Result dtype, as numpy's ``dtype=``. bfloat16 x bfloat16 multiplies with float32
         accumulation and returns float32 unless ``dtype=ml_dtypes.bfloat16`` (rounded to nearest
         even). Mixed bfloat16 x float32 computes in float32 (bfloat16 widens exactly).
+    loops : str, optional
+        A PARLOOPER loop-spec string (``pytpp.loops``; paper 001 Listing 1): the product of 2-D
+        float operands runs as BRGEMMs over blocked copies of a and b, the letters ``a``, ``b``,
+        ``c`` being the K, M and N block loops (e.g. ``"bcaBCb"``, ``"aBC @ schedule(dynamic,
+        1)"``, ``"aB{R:2}C{C:1}"``). A malformed string raises ValueError. See docs/loops.md.
 
     Returns
     -------
@@ -114,6 +119,11 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedOperand, /, out: Array | None = No
     >>> pytpp.matmul(x, x.T, dtype=ml_dtypes.bfloat16).dtype
     dtype(bfloat16)
     """
+    if loops is not None:
+        from pytpp.linalg._loop_gemm import matmul_loops
+        if dtype is not None:
+            raise TypeError(f"{_FN}: loops= does not take dtype=")
+        return matmul_loops(a, b, loops, out)
     if dtype is None and not ops.bf16_kernel:
         r = _cm.fast(a, b, out)
         if r is not None:

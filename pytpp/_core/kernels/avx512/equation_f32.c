@@ -1,0 +1,4 @@
+/* Equation fused kernel (strategy 2), f32, avx512: instantiated from the shared template. */
+#define PYTPP_DT_F32
+#include "pytpp/eltwise_simd_avx512.h"
+#include "pytpp/equation_rows.inc"

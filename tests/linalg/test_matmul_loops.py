@@ -1,0 +1,56 @@
+"""pytpp.matmul(a, b, loops="..."): 001's blocked GEMM driven by a loop-spec string."""
+import numpy as np
+import pytest
+
+import pytpp
+
+STRINGS = ["abc", "bcaBCb", "BCa", "cBa", "aabbcc", "bC{R:2}aB{C:2}cb", "BCa @ schedule(dynamic, 1)",
+           "bcBCa @ schedule(guided)", "B{R:2}ca", "b|C|a"]
+
+
+@pytest.mark.parametrize("spec", STRINGS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_loop_strings_give_the_product(isa, threads, spec, dtype, rng):
+    for m, k, n in [(1, 1, 1), (7, 17, 33), (130, 200, 70), (64, 640, 128)]:
+        a = rng.standard_normal((m, k)).astype(dtype)
+        b = rng.standard_normal((k, n)).astype(dtype)
+        got = pytpp.matmul(a, b, loops=spec)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        tol = 4 * k * np.finfo(dtype).eps * (np.abs(a) @ np.abs(b))
+        assert got.dtype == dtype and got.shape == (m, n)
+        assert (np.abs(got - ref) <= tol + 1e-30).all(), spec
+
+
+def test_out_and_views(rng):
+    a = rng.standard_normal((90, 70))[:, ::2]
+    b = np.asfortranarray(rng.standard_normal((35, 50)))
+    out = np.zeros((90, 50))
+    r = pytpp.matmul(a, b, out=out, loops="bcaBCb")
+    assert r is out
+    np.testing.assert_allclose(out, a @ b, rtol=1e-12, atol=1e-12)
+    out32 = np.zeros((90, 50), np.float32)
+    pytpp.matmul(a, b, out=out32, loops="BCa")
+    np.testing.assert_allclose(out32, a @ b, rtol=1e-5, atol=1e-5)
+    assert pytpp.matmul(np.ones((0, 3)), np.ones((3, 4)), loops="abc").shape == (0, 4)
+    np.testing.assert_array_equal(pytpp.matmul(np.ones((2, 0)), np.ones((0, 4)), loops="abc"),
+                                  np.zeros((2, 4)))
+
+
+@pytest.mark.parametrize("spec, pos", [("bcx", 2), ("bc{R:2}a", 2), ("abcd", 3), ("ab", 2),
+                                       ("bcaBCb @ nope", 9)])
+def test_malformed_strings(spec, pos):
+    a = np.ones((4, 4))
+    with pytest.raises(ValueError, match=f"character {pos}"):
+        pytpp.matmul(a, a, loops=spec)
+
+
+def test_parallel_k_refused():
+    a = np.ones((4, 4))
+    with pytest.raises(ValueError, match="K loop"):
+        pytpp.matmul(a, a, loops="b|cA")
+    with pytest.raises(ValueError, match="K loop"):
+        pytpp.matmul(np.ones((64, 4096)), np.ones((4096, 64)), loops="aBC @ schedule(dynamic)")
+    with pytest.raises(ValueError, match="2-D"):
+        pytpp.matmul(np.ones((2, 4, 4)), a, loops="abc")
+    with pytest.raises(TypeError):
+        pytpp.matmul(a, a, loops=3)
