@@ -1,0 +1,379 @@
+/* Convolutions on BRGEMM micro-kernels (conv.h). No ISA code here: every inner product is one
+ * micro-kernel call from the level's table, every row operation an element-wise kernel. */
+#include <stdlib.h>
+#include <string.h>
+#include "pytpp/conv.h"
+#include "pytpp/partition.h"
+
+/* Output channels per weight block: 64 keeps a 3x3 x 32-channel panel slice of one register
+ * block's columns (16 fp32) in L1 while the tile's rows sweep it. */
+#define CONV_BK 64
+/* Bytes of the weight panel one register block column chunk sweeps per channel block. */
+#define CONV_PANEL_BYTES (20 * 1024)
+/* Tile rows (output pixels) a task aims at: enough rows for the register blocks to amortise the
+ * weight panel loads, few enough for the tile to stay in L1/L2. */
+#define CONV_TILE_ROWS 56
+#define CONV_LONG_ROW 1024
+
+static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t pytpp_conv_block_k(int64_t kg) { return kg < CONV_BK ? kg : CONV_BK; }
+
+static int is_depthwise(int64_t K, int64_t cg, int64_t groups)
+{
+    return cg == 1 && K == groups && groups > 1;
+}
+
+int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups)
+{
+    const int64_t kg = K / groups, bk = pytpp_conv_block_k(kg);
+    if (is_depthwise(K, cg, groups)) return R * S * K;
+    return groups * cdiv(kg, bk) * R * S * cg * bk;
+}
+
+#define PACK_LOOP(T)                                                                           \
+    do {                                                                                       \
+        const T *src = (const T *)w;                                                           \
+        T *dst = (T *)wpk;                                                                     \
+        if (is_depthwise(K, cg, groups)) {                                                     \
+            for (int64_t k = 0; k < K; ++k)                                                    \
+                for (int64_t rs = 0; rs < R * S; ++rs) dst[rs * K + k] = src[k * R * S + rs]; \
+            break;                                                                             \
+        }                                                                                      \
+        int64_t o = 0;                                                                         \
+        for (int64_t g = 0; g < groups; ++g)                                                   \
+            for (int64_t k0 = 0; k0 < kg; k0 += bk)                                            \
+                for (int64_t rs = 0; rs < R * S; ++rs)                                         \
+                    for (int64_t c = 0; c < cg; ++c)                                           \
+                        for (int64_t k = k0; k < k0 + bk; ++k, ++o)                            \
+                            dst[o] = k < kg ? src[((g * kg + k) * cg + c) * R * S + rs] : 0;   \
+    } while (0)
+
+void pytpp_conv_pack_weight(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
+                            int64_t esz, const void *w, void *wpk)
+{
+    const int64_t kg = K / groups, bk = pytpp_conv_block_k(kg);
+    if (esz == 8) PACK_LOOP(double); else PACK_LOOP(float);
+}
+
+/* ---------------------------------------------------------------- forward, BRGEMM path */
+
+typedef struct fwd_plan {
+    const pytpp_gemm_kernels *gk;
+    const pytpp_ew_kernels *ew;
+    const pytpp_conv_shape *s;
+    int64_t esz, cg, kg, bk, nkb, bc, ldt;
+    int64_t prow;       /* output rows per task */
+    int64_t npb;        /* row blocks per image */
+    int virt;           /* stride 1: the tile's rows run over whole padded input rows */
+    int64_t tw;         /* tile rows per output row: W (virt) or bq */
+    int64_t bq, nqb;    /* output columns per task (long rows are split) */
+    const char *x, *wpk, *bias;
+    char *out;
+    int act, out_nchw;
+} fwd_plan;
+
+/* c (m x ncol, ldc) = sum over the nb blocks of A_i (m x k, strides rsa, csa) B_i (k x ncol,
+ * row stride ldb) (+ beta * c), in register blocks; ap, bp name the blocks' first elements. */
+static void sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int64_t ncol, int64_t k,
+                  int64_t nb, const void *const *ap, int64_t rsa, int64_t csa,
+                  const void *const *bp, int64_t ldb, char *c, int64_t ldc, double beta)
+{
+    const int64_t vl = gk->vl, nvec = cdiv(ncol, vl);
+    for (int64_t v0 = 0; v0 < nvec; v0 += gk->nv_main) {
+        const int64_t nv = imin(gk->nv_main, nvec - v0);
+        const int masked = (v0 + nv) * vl > ncol;
+        const int64_t n_last = ncol - (v0 + nv - 1) * vl;
+        const int64_t mr = gk->mr_max[nv], nib = cdiv(m, mr);
+        for (int64_t ib = 0, i0 = 0; ib < nib; ++ib) {
+            /* near-equal row blocks: 56 rows on 6-row blocks are 6 x 6 + 4 x 5, never a 2 */
+            const int64_t mi = m / nib + (ib < m % nib);
+            gk->ukr[nv - 1][mi - 1][masked](k, nb, ap, i0 * rsa, rsa, csa, bp, v0 * vl, ldb,
+                                            c + (i0 * ldc + v0 * vl) * esz, ldc, 1.0, beta,
+                                            n_last);
+            i0 += mi;
+        }
+    }
+}
+
+/* bias, activation and the store of tile rows [0, qn) (output row p, columns q0..q0+qn) */
+static void epilogue_row(const fwd_plan *fp, int64_t n, int64_t g, int64_t k0, int64_t kc,
+                         int64_t p, int64_t q0, int64_t qn, char *rows)
+{
+    const pytpp_conv_shape *s = fp->s;
+    const pytpp_ew_kernels *ew = fp->ew;
+    const int64_t esz = fp->esz, kabs = g * fp->kg + k0;
+    for (int64_t q = 0; q < qn; ++q) {
+        char *r = rows + q * fp->ldt * esz;
+        if (fp->bias) ew->binary[PYTPP_EW_ADD](kc, r, fp->bias + kabs * esz, r, 0);
+        if (fp->act == PYTPP_CONV_ACT_RELU) ew->unary[PYTPP_EW_RELU](kc, r, r);
+        else if (fp->act == PYTPP_CONV_ACT_GELU) ew->unary[PYTPP_EW_GELU](kc, r, r);
+        if (!fp->out_nchw)
+            memcpy(fp->out + (((n * s->P + p) * s->Q + q0 + q) * s->K + kabs) * esz, r,
+                   (size_t)(kc * esz));
+    }
+    if (fp->out_nchw)
+        ew->transpose(qn, kc, rows, fp->ldt,
+                      fp->out + ((n * s->K + kabs) * s->P * s->Q + p * s->Q + q0) * esz,
+                      s->P * s->Q);
+}
+
+static void fwd_task(const fwd_plan *fp, int64_t t, char *tile, const void **ap, const void **bp)
+{
+    const pytpp_conv_shape *s = fp->s;
+    const int64_t esz = fp->esz, RS = s->R * s->S, C = s->C, W = s->W;
+    int64_t u = t;
+    const int64_t qb = u % fp->nqb; u /= fp->nqb;
+    const int64_t pb = u % fp->npb; u /= fp->npb;
+    const int64_t kb = u % fp->nkb; u /= fp->nkb;
+    const int64_t g = u % s->groups, n = u / s->groups;
+    const int64_t p0 = pb * fp->prow, np = imin(fp->prow, s->P - p0);
+    const int64_t q0 = qb * fp->bq, qn = imin(fp->bq, s->Q - q0);
+    const int64_t k0 = kb * fp->bk, kc = imin(fp->bk, fp->kg - k0);
+    const char *img = fp->x + n * s->H * W * C * esz;
+    const char *wblk = fp->wpk + (g * fp->nkb + kb) * RS * fp->cg * fp->bk * esz;
+    for (int64_t c0 = 0; c0 < fp->cg; c0 += fp->bc) {
+        const int64_t cc = imin(fp->bc, fp->cg - c0);
+        const double beta = c0 ? 1.0 : 0.0;
+        for (int64_t rs = 0; rs < RS; ++rs) bp[rs] = wblk + (rs * fp->cg + c0) * fp->bk * esz;
+        /* virt: one sweep over rows p0.. as a (np - 1) * W + Q row matrix of stride C (the
+         * W - Q rows between output rows are computed and dropped); else one sweep per row */
+        const int64_t nseg = fp->virt ? 1 : np;
+        for (int64_t sg = 0; sg < nseg; ++sg) {
+            const int64_t p = p0 + sg;
+            const char *base = img + ((p * s->sh * W + q0 * s->sw) * C + g * fp->cg + c0) * esz;
+            for (int64_t r = 0, i = 0; r < s->R; ++r)
+                for (int64_t v = 0; v < s->S; ++v, ++i)
+                    ap[i] = base + ((r * s->dh * W + v * s->dw) * C) * esz;
+            const int64_t m = fp->virt ? (np - 1) * W + qn : qn;
+            sweep(fp->gk, esz, m, kc, cc, RS, ap, s->sw * C, 1, bp, fp->bk,
+                  tile + sg * fp->tw * fp->ldt * esz, fp->ldt, beta);
+        }
+    }
+    for (int64_t i = 0; i < np; ++i)
+        epilogue_row(fp, n, g, k0, kc, p0 + i, q0, qn, tile + i * fp->tw * fp->ldt * esz);
+}
+
+/* Depthwise (one channel per group): per output pixel, a sum over (r, s) of input pixels times
+ * weights, vectorised over channels by the compiler (NHWC keeps the channels contiguous). */
+#define DW_ROW(T)                                                                              \
+    do {                                                                                       \
+        const T *xi = (const T *)fp->x + n * s->H * s->W * C;                                  \
+        const T *wd = (const T *)fp->wpk;                                                      \
+        T *acc = (T *)tile;                                                                    \
+        for (int64_t q = 0; q < s->Q; ++q) {                                                   \
+            T *a = acc + q * C;                                                                \
+            for (int64_t c = 0; c < C; ++c) a[c] = 0;                                          \
+            for (int64_t r = 0; r < s->R; ++r)                                                 \
+                for (int64_t u = 0; u < s->S; ++u) {                                           \
+                    const T *xp = xi + ((p * s->sh + r * s->dh) * s->W + q * s->sw +           \
+                                        u * s->dw) * C;                                        \
+                    const T *wp = wd + (r * s->S + u) * C;                                     \
+                    for (int64_t c = 0; c < C; ++c) a[c] += xp[c] * wp[c];                     \
+                }                                                                              \
+        }                                                                                      \
+    } while (0)
+
+static void dw_task(const fwd_plan *fp, int64_t t, char *tile)
+{
+    const pytpp_conv_shape *s = fp->s;
+    const int64_t C = s->C, n = t / s->P, p = t % s->P;
+    if (fp->esz == 8) DW_ROW(double); else DW_ROW(float);
+    fwd_plan one = *fp;        /* the epilogue sees the row as one block of all C channels */
+    one.kg = C, one.ldt = C;
+    epilogue_row(&one, n, 0, 0, C, p, 0, s->Q, tile);
+}
+
+int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
+                         const pytpp_conv_shape *s, const void *x, const void *wpk,
+                         const void *bias, int act, void *out, int out_nchw, int nthreads)
+{
+    if (s->N <= 0 || s->P <= 0 || s->Q <= 0 || s->K <= 0) return 0;
+    const int64_t esz = ew->dtype == PYTPP_EW_F64 ? 8 : 4;
+    fwd_plan fp = {.gk = gk, .ew = ew, .s = s, .esz = esz, .cg = s->C / s->groups,
+                   .kg = s->K / s->groups, .x = x, .wpk = wpk, .bias = bias, .out = out,
+                   .act = act, .out_nchw = out_nchw};
+    const int dw = is_depthwise(s->K, fp.cg, s->groups);
+    int64_t tasks;
+    size_t tile_bytes;
+    if (dw) {
+        tasks = s->N * s->P;
+        tile_bytes = (size_t)(s->Q * s->C * esz);
+    } else {
+        fp.bk = pytpp_conv_block_k(fp.kg);
+        fp.nkb = cdiv(fp.kg, fp.bk);
+        fp.ldt = cdiv(fp.bk, 16) * 16;
+        /* channel block: one register block's weight panel (R*S*bc rows of 16 columns) in L1 */
+        fp.bc = imax(1, CONV_PANEL_BYTES / (s->R * s->S * 16 * esz));
+        if (fp.bc >= fp.cg) fp.bc = fp.cg;
+        else fp.bc = imax(8, fp.bc / 8 * 8);
+        /* rows longer than CONV_LONG_ROW (conv1d) are split into blocks of CONV_TILE_ROWS */
+        fp.bq = s->Q > CONV_LONG_ROW ? CONV_TILE_ROWS * 4 : s->Q;
+        fp.nqb = cdiv(s->Q, fp.bq);
+        fp.virt = s->sh == 1 && s->sw == 1 && fp.nqb == 1;
+        fp.tw = fp.virt ? s->W : fp.bq;
+        fp.prow = imax(1, imin(s->P, CONV_TILE_ROWS / fp.tw));
+        while (fp.prow > 1 && s->N * s->groups * fp.nkb * cdiv(s->P, fp.prow) < 2 * nthreads)
+            fp.prow = cdiv(fp.prow, 2);
+        fp.npb = cdiv(s->P, fp.prow);
+        tasks = s->N * s->groups * fp.nkb * fp.npb * fp.nqb;
+        tile_bytes = (size_t)(fp.prow * fp.tw * fp.ldt * esz);
+    }
+    int nt = nthreads < 1 ? 1 : nthreads;
+    if (nt > tasks) nt = (int)tasks;
+    if ((double)s->N * s->P * s->Q * s->K * s->R * s->S * fp.cg < 65536.0) nt = 1;
+    int err = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
+    {
+        int64_t t0, len;
+        pytpp_thread_part(tasks, &t0, &len);
+        char *tile = malloc(tile_bytes + 64);
+        const void **ptrs = malloc(2 * (size_t)(s->R * s->S) * sizeof(void *));
+        if (!tile || !ptrs) {
+            err |= 1;
+        } else {
+            for (int64_t t = t0; t < t0 + len; ++t) {
+                if (dw) dw_task(&fp, t, tile);
+                else fwd_task(&fp, t, tile, ptrs, ptrs + s->R * s->S);
+            }
+        }
+        free(tile);
+        free(ptrs);
+    }
+    return err ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- backward by weights */
+
+/* Bytes of input and gradient rows one pass over the register blocks reads: L2-resident. */
+#define BWW_CHUNK_BYTES (192 * 1024)
+
+int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
+                                 const pytpp_conv_shape *s, const void *x, const void *go,
+                                 void *gw, int nthreads)
+{
+    const int64_t cg = s->C / s->groups, kg = s->K / s->groups, RS = s->R * s->S;
+    const int64_t rows = s->N * s->P;                  /* batch entries: one per output row */
+    if (cg <= 0 || kg <= 0 || RS <= 0) return 0;
+    int nt = nthreads < 1 ? 1 : nthreads;
+    /* tasks: (group, r, s, channel block, output channel block); blocks shrink until every
+     * thread has a few */
+    int64_t bcw = imin(cg, 64), bkw = imin(kg, 64);
+    for (;;) {
+        const int64_t tasks = s->groups * RS * cdiv(cg, bcw) * cdiv(kg, bkw);
+        if (tasks >= 4 * nt || (bcw <= 16 && bkw <= 16)) break;
+        if (bcw >= bkw && bcw > 16) bcw = cdiv(bcw, 2);
+        else if (bkw > 16) bkw = cdiv(bkw, 2);
+        else bcw = cdiv(bcw, 2);
+    }
+    const int64_t ncb = cdiv(cg, bcw), nkb = cdiv(kg, bkw);
+    const int64_t tasks = s->groups * RS * ncb * nkb;
+    const int64_t chunk = imax(1, imin(rows, BWW_CHUNK_BYTES / imax(1, s->Q * (bcw + bkw) * esz)));
+    if (nt > tasks) nt = (int)tasks;
+    if (rows <= 0 || s->Q <= 0) {     /* no output pixels: a zero gradient */
+        memset(gw, 0, (size_t)(s->groups * RS * cg * kg * esz));
+        return 0;
+    }
+    const char *xb = x, *gb = go;
+    char *wb = gw;
+    int err = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
+    {
+        int64_t t0, len;
+        pytpp_thread_part(tasks, &t0, &len);
+        const void **ptrs = malloc(2 * (size_t)chunk * sizeof(void *));
+        if (!ptrs) {
+            err |= 1;
+        } else {
+            for (int64_t t = t0; t < t0 + len; ++t) {
+                const int64_t kb = t % nkb, cb = (t / nkb) % ncb, rs = (t / nkb / ncb) % RS,
+                              g = t / nkb / ncb / RS;
+                const int64_t r = rs / s->S, u = rs % s->S;
+                const int64_t c0 = cb * bcw, cc = imin(bcw, cg - c0);
+                const int64_t k0 = kb * bkw, kc = imin(bkw, kg - k0);
+                char *c = wb + (((g * RS + rs) * cg + c0) * kg + k0) * esz;
+                for (int64_t j0 = 0; j0 < rows; j0 += chunk) {
+                    const int64_t nb = imin(chunk, rows - j0);
+                    for (int64_t i = 0; i < nb; ++i) {
+                        const int64_t n = (j0 + i) / s->P, p = (j0 + i) % s->P;
+                        ptrs[i] = xb + (((n * s->H + p * s->sh + r * s->dh) * s->W + u * s->dw)
+                                        * s->C + g * cg + c0) * esz;
+                        ptrs[chunk + i] = gb + ((n * s->P + p) * s->Q * s->K + g * kg + k0) * esz;
+                    }
+                    sweep(gk, esz, cc, kc, s->Q, nb, ptrs, 1, s->sw * s->C, ptrs + chunk, s->K,
+                          c, kg, j0 ? 1.0 : 0.0);
+                }
+            }
+        }
+        free(ptrs);
+    }
+    return err ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- layout transforms */
+
+void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
+                                 int64_t W, int64_t pt, int64_t pb, int64_t pl, int64_t pr,
+                                 const void *x, void *y, int nthreads)
+{
+    const int64_t esz = ew->dtype == PYTPP_EW_F64 ? 8 : 4;
+    const int64_t Hp = H + pt + pb, Wp = W + pl + pr, rows = N * Hp;
+    int nt = nthreads < 1 ? 1 : nthreads;
+    if ((double)N * C * H * W < 32768.0) nt = 1;
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int64_t t = 0; t < rows; ++t) {
+        const int64_t n = t / Hp, h = t % Hp - pt;
+        char *dst = (char *)y + t * Wp * C * esz;
+        if (h < 0 || h >= H) {
+            memset(dst, 0, (size_t)(Wp * C * esz));
+            continue;
+        }
+        memset(dst, 0, (size_t)(pl * C * esz));
+        memset(dst + (pl + W) * C * esz, 0, (size_t)(pr * C * esz));
+        /* the C x W slab of row h (row stride H*W) transposed into W pixels of C channels */
+        ew->transpose(C, W, (const char *)x + (n * C * H + h) * W * esz, H * W,
+                      dst + pl * C * esz, C);
+    }
+}
+
+void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t H, int64_t W, int64_t sn,
+                         int64_t sh, int64_t sw, int64_t pt, int64_t pb, int64_t pl, int64_t pr,
+                         const void *x, void *y, int nthreads)
+{
+    const int64_t Hp = H + pt + pb, Wp = W + pl + pr, rows = N * Hp;
+    int nt = nthreads < 1 ? 1 : nthreads;
+    if ((double)N * C * H * W < 32768.0) nt = 1;
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int64_t t = 0; t < rows; ++t) {
+        const int64_t n = t / Hp, h = t % Hp - pt;
+        char *dst = (char *)y + t * Wp * C * esz;
+        if (h < 0 || h >= H) {
+            memset(dst, 0, (size_t)(Wp * C * esz));
+            continue;
+        }
+        memset(dst, 0, (size_t)(pl * C * esz));
+        memset(dst + (pl + W) * C * esz, 0, (size_t)(pr * C * esz));
+        const char *src = (const char *)x + (n * sn + h * sh) * esz;
+        if (sw == C)
+            memcpy(dst + pl * C * esz, src, (size_t)(W * C * esz));
+        else
+            for (int64_t w = 0; w < W; ++w)
+                memcpy(dst + (pl + w) * C * esz, src + w * sw * esz, (size_t)(C * esz));
+    }
+}
+
+void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
+                             int64_t W, const void *x, void *y, int nthreads)
+{
+    const int64_t esz = ew->dtype == PYTPP_EW_F64 ? 8 : 4, rows = N * H;
+    int nt = nthreads < 1 ? 1 : nthreads;
+    if ((double)N * C * H * W < 32768.0) nt = 1;
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int64_t t = 0; t < rows; ++t) {
+        const int64_t n = t / H, h = t % H;
+        ew->transpose(W, C, (const char *)x + t * W * C * esz, C,
+                      (char *)y + (n * C * H + h) * W * esz, H * W);
+    }
+}

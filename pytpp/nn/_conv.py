@@ -1,0 +1,495 @@
+"""2D and 1D convolutions with torch's semantics on the BRGEMM engine (pytpp/_core/frame/conv.c,
+docs/conv.md): forward with a fused bias + activation epilogue, backward by data and by weights,
+packed weights, and the explicit layout transforms the engine uses."""
+import numpy as np
+
+from pytpp import _validate
+from pytpp._core import _conv
+from pytpp._typing import Array, ArrayLike
+from pytpp.nn import _conv_args as A
+
+__all__ = ["conv2d", "conv2d_backward_data", "conv2d_backward_weight", "PackedConvWeight",
+           "nchw_to_nhwc", "nhwc_to_nchw"]
+
+ALGORITHMS = ("auto", "brgemm", "im2col")
+
+
+def nchw_to_nhwc(x: ArrayLike, padding: tuple[int, int, int, int] = (0, 0, 0, 0)) -> Array:
+    """(N, C, H, W) -> (N, H + top + bottom, W + left + right, C), C-contiguous, the border zero:
+    the layout transform conv2d applies to NCHW input (one transpose kernel call per image row).
+
+    Parameters
+    ----------
+    x : array_like
+        (N, C, H, W), float32 or float64 (other floats are widened to float32).
+    padding : tuple of 4 ints, optional
+        (top, bottom, left, right) zero rows and columns added around each image.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> x = np.arange(6, dtype=np.float32).reshape(1, 2, 1, 3)
+    >>> pytpp.nn.nchw_to_nhwc(x)[0, 0]
+    array([[0., 3.],
+           [1., 4.],
+           [2., 5.]], dtype=float32)
+    >>> np.array_equal(pytpp.nn.nhwc_to_nchw(pytpp.nn.nchw_to_nhwc(x)), x)
+    True
+    """
+    fn = "pytpp.nn.nchw_to_nhwc"
+    x = A.float_operand(x, "x", fn)
+    if x.ndim != 4:
+        raise ValueError(f"{fn}: x must be (N, C, H, W), got shape {x.shape}")
+    pads = tuple(A.int_arg(p, "padding", fn, 0) for p in padding)
+    if len(pads) != 4:
+        raise ValueError(f"{fn}: padding must be (top, bottom, left, right)")
+    return _to_padded_nhwc(x, "NCHW", pads, A.compute_dtype(x.dtype))
+
+
+def nhwc_to_nchw(x: ArrayLike) -> Array:
+    """(N, H, W, C) -> (N, C, H, W), C-contiguous: the inverse of :func:`nchw_to_nhwc` without
+    padding (one transpose kernel call per image row).
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.nhwc_to_nchw(np.ones((1, 2, 2, 3), np.float32)).shape
+    (1, 3, 2, 2)
+    """
+    fn = "pytpp.nn.nhwc_to_nchw"
+    x = A.float_operand(x, "x", fn)
+    if x.ndim != 4:
+        raise ValueError(f"{fn}: x must be (N, H, W, C), got shape {x.shape}")
+    cdt = A.compute_dtype(x.dtype)
+    x = np.ascontiguousarray(x, dtype=cdt)
+    y = np.empty((x.shape[0], x.shape[3], x.shape[1], x.shape[2]), cdt)
+    if x.size:
+        _conv.nhwc_to_nchw(x, y)
+    return y
+
+
+def _to_padded_nhwc(x, fmt, pads, cdt):
+    """x in `fmt` -> padded NHWC, C-contiguous, of dtype cdt (a view of x when nothing to do)."""
+    pt, pb, pl, pr = pads
+    if fmt == "NCHW":
+        x = np.ascontiguousarray(x, dtype=cdt)
+        N, C, H, W = x.shape
+        y = np.empty((N, H + pt + pb, W + pl + pr, C), cdt)
+        if y.size:
+            if x.size:
+                _conv.nchw_to_nhwc_pad(x, y, pt, pb, pl, pr)
+            else:
+                y[...] = 0
+        return y
+    x = x.astype(cdt, copy=False)
+    if x.flags.c_contiguous and not any(pads):
+        return x
+    if x.strides[3] != x.itemsize or any(s % x.itemsize for s in x.strides):
+        x = np.ascontiguousarray(x)
+    N, H, W, C = x.shape
+    y = np.empty((N, H + pt + pb, W + pl + pr, C), cdt)
+    if y.size:
+        if x.size:
+            _conv.nhwc_pad(x, y, pt, pb, pl, pr)
+        else:
+            y[...] = 0
+    return y
+
+
+class PackedConvWeight:
+    """A convolution weight (K, C/groups, R, S) packed once into the engine's blocked layout
+    ([groups][K blocks][R][S][C/groups][64 output channels]); pass it as conv2d's ``w``.
+
+    The pack holds a copy: later changes to the source array are not seen. Packed in float32 (or
+    float64 for a float64 weight); ``groups`` is given at packing since it shapes the layout.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    >>> w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    >>> pw = pytpp.nn.PackedConvWeight(w)
+    >>> np.allclose(pytpp.nn.conv2d(x, pw, padding=1), pytpp.nn.conv2d(x, w, padding=1))
+    True
+    """
+
+    def __init__(self, w: ArrayLike, groups: int = 1) -> None:
+        fn = "pytpp.nn.PackedConvWeight"
+        w = A.float_operand(w, "w", fn)
+        if w.ndim != 4:
+            raise ValueError(f"{fn}: w must be (K, C/groups, R, S), got shape {w.shape}")
+        groups = A.int_arg(groups, "groups", fn, 1)
+        if w.shape[0] % groups:
+            raise ValueError(f"{fn}: groups={groups} does not divide K={w.shape[0]}")
+        self.shape = tuple(int(s) for s in w.shape)
+        self.dtype = w.dtype
+        self.groups = groups
+        self._source = np.array(w, copy=True)
+        self._packs = {}
+
+    def packed(self, cdt):
+        """The packed array for compute dtype cdt (packed on first use)."""
+        cdt = np.dtype(cdt)
+        if cdt not in self._packs:
+            self._packs[cdt] = _pack(self._source, self.groups, cdt)
+        return self._packs[cdt]
+
+
+def _pack(w, groups, cdt):
+    K, cg, R, S = w.shape
+    w = np.ascontiguousarray(w, dtype=cdt)
+    wpk = np.empty(_conv.packed_elems(K, cg, R, S, groups), cdt)
+    if w.size:
+        _conv.pack_weight(w, groups, wpk)
+    return wpk
+
+
+def _weight_arg(w, fn):
+    if isinstance(w, PackedConvWeight):
+        return w, w.shape, w.dtype
+    w = A.float_operand(w, "w", fn)
+    if w.ndim != 4:
+        raise ValueError(f"{fn}: w must be (K, C/groups, R, S), got shape {w.shape}")
+    return w, w.shape, w.dtype
+
+
+def _check_channels(C, K, cg, groups, fn, packed_groups=None):
+    if C % groups:
+        raise ValueError(f"{fn}: groups={groups} does not divide the {C} input channels")
+    if K % groups:
+        raise ValueError(f"{fn}: groups={groups} does not divide the K={K} output channels of w")
+    if C // groups != cg:
+        raise ValueError(f"{fn}: channel mismatch: x has {C} channels, so w must have "
+                         f"C/groups = {C // groups} per group, but w has {cg}")
+    if packed_groups is not None and packed_groups != groups:
+        raise ValueError(f"{fn}: the PackedConvWeight was packed for groups={packed_groups}, "
+                         f"not groups={groups}")
+
+
+def _geometry(xshape, wshape, stride, padding, dilation, groups, fmt, fn):
+    """Checked arguments -> (N, C, H, W, K, R, S, P, Q, (sh, sw), (dh, dw), pads)."""
+    if len(xshape) != 4:
+        raise ValueError(f"{fn}: x must be 4-D ({'N, C, H, W' if fmt == 'NCHW' else 'N, H, W, C'}"
+                         f"), got shape {tuple(xshape)}")
+    N, C, H, W = xshape if fmt == "NCHW" else (xshape[0], xshape[3], xshape[1], xshape[2])
+    K, cg, R, S = wshape
+    st = A.pair(stride, "stride", fn, 1)
+    dl = A.pair(dilation, "dilation", fn, 1)
+    groups = A.int_arg(groups, "groups", fn, 1)
+    pads = A.padding(padding, (R, S), dl, st, fn)
+    _check_channels(C, K, cg, groups, fn)
+    if R < 1 or S < 1:
+        raise ValueError(f"{fn}: w has an empty kernel {R}x{S}")
+    P = A.out_size(H, pads[0], R, st[0], dl[0], fn)
+    Q = A.out_size(W, pads[1], S, st[1], dl[1], fn)
+    return N, C, H, W, K, R, S, P, Q, st, dl, (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
+
+
+def _out_target(out, shape, res_dt, fn):
+    if out is None:
+        return None
+    _validate.check_out(out, shape, res_dt, fn)
+    return out
+
+
+def conv2d(x: ArrayLike, w: "ArrayLike | PackedConvWeight", bias: ArrayLike | None = None,
+           stride: int | tuple[int, int] = 1, padding: "int | tuple[int, int] | str" = 0,
+           dilation: int | tuple[int, int] = 1, groups: int = 1, *, data_format: str = "NCHW",
+           activation: str | None = None, algorithm: str = "auto",
+           out: Array | None = None) -> Array:
+    """2D convolution (cross-correlation, ``torch.nn.functional.conv2d``), optionally fused with
+    a bias and an activation, on the BRGEMM engine.
+
+    Each output row block (up to 64 output channels by about 56 pixels) is one batch-reduce GEMM
+    over (channel block, r, s) of shifted input pixel rows times packed weight panels, the input
+    padded NHWC (NCHW input is transposed into it once per call, the output transposed back while
+    each block is in cache); bias and activation are applied to the block before it is stored.
+
+    Parameters
+    ----------
+    x : array_like
+        (N, C, H, W), or (N, H, W, C) with ``data_format="NHWC"``; float32, float64, bfloat16 or
+        float16 (the last two computed in float32, the result rounded to x's dtype, nearest even).
+    w : array_like or PackedConvWeight
+        (K, C/groups, R, S) in both formats.
+    bias : array_like, optional
+        (K,).
+    stride, dilation : int or pair of ints, optional
+        >= 1.
+    padding : int, pair, "same" or "valid", optional
+        Zero padding on both sides of each spatial dim; "same" (stride 1 only) puts an odd
+        total's extra row/column at the bottom/right, as torch.
+    groups : int, optional
+        Divides C and K; ``groups == C == K`` is depthwise (a channel-vectorised direct loop).
+    data_format : {"NCHW", "NHWC"}
+    activation : {None, "relu", "gelu"}
+        Applied after the bias (gelu is the exact, erf form).
+    algorithm : {"auto", "brgemm", "im2col"}
+        "im2col" is the baseline (an explicit patch matrix times the weight with pytpp.matmul);
+        "auto" runs "brgemm".
+    out : ndarray, optional
+        Of the result's shape in x's format; any dtype the result casts to.
+
+    Returns
+    -------
+    ndarray
+        (N, K, P, Q) or (N, P, Q, K), of x's dtype (promoted with w's).
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> x = np.ones((1, 1, 4, 4), np.float32)
+    >>> w = np.ones((2, 1, 3, 3), np.float32)
+    >>> pytpp.nn.conv2d(x, w, bias=np.array([0, -10], np.float32), padding=1,
+    ...                 activation="relu")[0, :, 0]
+    array([[4., 6., 6., 4.],
+           [0., 0., 0., 0.]], dtype=float32)
+    """
+    fn = "pytpp.nn.conv2d"
+    fmt = A.data_format(data_format, fn)
+    act = A.activation(activation, fn)
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"{fn}: algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    x = A.float_operand(x, "x", fn)
+    w, wshape, w_dt = _weight_arg(w, fn)
+    N, C, H, W, K, R, S, P, Q, st, dl, pads = _geometry(x.shape, wshape, stride, padding,
+                                                        dilation, groups, fmt, fn)
+    groups = int(groups)
+    if isinstance(w, PackedConvWeight):
+        _check_channels(C, K, wshape[1], groups, fn, w.groups)
+    res_dt = A.result_dtype(x.dtype, w_dt)
+    cdt = A.compute_dtype(x.dtype, w_dt)
+    b = None
+    if bias is not None:
+        b = A.float_operand(bias, "bias", fn)
+        if b.shape != (K,):
+            raise ValueError(f"{fn}: bias must have shape ({K},) (one per output channel), got "
+                             f"{b.shape}")
+        b = np.ascontiguousarray(b, dtype=cdt)
+    oshape = (N, K, P, Q) if fmt == "NCHW" else (N, P, Q, K)
+    out = _out_target(out, oshape, res_dt, fn)
+    if algorithm == "im2col":
+        res = _im2col_forward(x, w, b, fmt, (N, C, H, W, K, R, S, P, Q), st, dl, pads, groups,
+                              activation, cdt)
+    else:
+        res = _forward(x, w, b, act, fmt, (N, C, H, W, K, R, S, P, Q), st, dl, pads, groups,
+                       cdt, out if out is not None and out.dtype == cdt
+                       and out.flags.c_contiguous and not np.may_share_memory(out, x) else None)
+    if out is None:
+        return res if res.dtype == res_dt else res.astype(res_dt)
+    if res is not out:
+        np.copyto(out, res, casting="same_kind")
+    return out
+
+
+def _forward(x, w, b, act, fmt, dims, st, dl, pads, groups, cdt, direct_out=None):
+    """The BRGEMM engine: x in fmt -> result in fmt (C-contiguous, cdt)."""
+    N, C, H, W, K, R, S, P, Q = dims
+    wpk = w.packed(cdt) if isinstance(w, PackedConvWeight) else _pack(w, groups, cdt)
+    oshape = (N, K, P, Q) if fmt == "NCHW" else (N, P, Q, K)
+    res = direct_out if direct_out is not None else np.empty(oshape, cdt)
+    if res.size == 0:
+        return res
+    if x.size == 0 or C == 0:   # no input channels: bias (+ activation) only
+        res[...] = 0
+        if b is not None:
+            res += b.reshape((K, 1, 1) if fmt == "NCHW" else (K,))
+        if act:
+            from pytpp.nn import gelu, relu
+            res[...] = (relu if act == 1 else gelu)(res)
+        return res
+    xp = _to_padded_nhwc(x, fmt, pads, cdt)
+    geom = (N, C, xp.shape[1], xp.shape[2], K, R, S, P, Q, st[0], st[1], dl[0], dl[1], groups)
+    _conv.forward(xp, wpk, b, res, geom, act, fmt == "NCHW")
+    return res
+
+
+def _im2col_forward(x, w, b, fmt, dims, st, dl, pads, groups, activation, cdt):
+    """The baseline: the (N*P*Q, R*S*C/groups) patch matrix of each group times its weight."""
+    from pytpp import matmul
+    from pytpp.nn import gelu, relu
+    N, C, H, W, K, R, S, P, Q = dims
+    wa = w._source if isinstance(w, PackedConvWeight) else w
+    xp = _to_padded_nhwc(x, fmt, pads, cdt)
+    cg, kg = C // groups, K // groups
+    res = np.empty((N, P, Q, K), cdt)
+    for g in range(groups):
+        xg = xp[..., g * cg:(g + 1) * cg]
+        win = np.lib.stride_tricks.sliding_window_view(
+            xg, ((R - 1) * dl[0] + 1, (S - 1) * dl[1] + 1), axis=(1, 2))
+        win = win[:, ::st[0], ::st[1], :, ::dl[0], ::dl[1]][:, :P, :Q]
+        cols = np.ascontiguousarray(win.transpose(0, 1, 2, 4, 5, 3)).reshape(N * P * Q,
+                                                                              R * S * cg)
+        wg = np.ascontiguousarray(
+            wa[g * kg:(g + 1) * kg].astype(cdt, copy=False).transpose(2, 3, 1, 0)
+        ).reshape(R * S * cg, kg)
+        res[..., g * kg:(g + 1) * kg] = matmul(cols, wg).reshape(N, P, Q, kg)
+    if b is not None:
+        res += b
+    if activation is not None:
+        res = (relu if activation == "relu" else gelu)(res)
+    return np.ascontiguousarray(res.transpose(0, 3, 1, 2)) if fmt == "NCHW" else res
+
+
+def _grad_out_arg(grad_out, fmt, N, K, P, Q, fn):
+    go = A.float_operand(grad_out, "grad_out", fn)
+    want = (N, K, P, Q) if fmt == "NCHW" else (N, P, Q, K)
+    if go.shape != want:
+        raise ValueError(f"{fn}: grad_out must have shape {want} for these arguments, got "
+                         f"{go.shape}")
+    return go
+
+
+def _shape_arg(shape, name, fn):
+    try:
+        t = tuple(int(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"{fn}: {name} must be a tuple of 4 ints, got {shape!r}") from None
+    if len(t) != 4 or any(s < 0 for s in t):
+        raise ValueError(f"{fn}: {name} must be 4 non-negative ints, got {shape!r}")
+    return t
+
+
+def conv2d_backward_data(grad_out: ArrayLike, w: "ArrayLike | PackedConvWeight",
+                         input_shape: tuple[int, int, int, int],
+                         stride: int | tuple[int, int] = 1,
+                         padding: "int | tuple[int, int] | str" = 0,
+                         dilation: int | tuple[int, int] = 1, groups: int = 1, *,
+                         data_format: str = "NCHW") -> Array:
+    """The gradient of :func:`conv2d` with respect to its input: a stride-1 convolution of the
+    (stride-dilated, padded) output gradient with the flipped, channel-swapped weight, run on the
+    same BRGEMM engine.
+
+    Parameters
+    ----------
+    grad_out : array_like
+        The output gradient, in ``data_format``'s layout.
+    w : array_like or PackedConvWeight
+        (K, C/groups, R, S).
+    input_shape : tuple of 4 ints
+        x's shape, in ``data_format``'s layout.
+    stride, padding, dilation, groups, data_format
+        As given to conv2d.
+
+    Returns
+    -------
+    ndarray
+        grad_x of ``input_shape``, grad_out's dtype (promoted with w's).
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> g = np.ones((1, 1, 2, 2), np.float32)
+    >>> pytpp.nn.conv2d_backward_data(g, np.ones((1, 1, 2, 2), np.float32), (1, 1, 3, 3))[0, 0]
+    array([[1., 2., 1.],
+           [2., 4., 2.],
+           [1., 2., 1.]], dtype=float32)
+    """
+    fn = "pytpp.nn.conv2d_backward_data"
+    fmt = A.data_format(data_format, fn)
+    w, wshape, w_dt = _weight_arg(w, fn)
+    ishape = _shape_arg(input_shape, "input_shape", fn)
+    N, C, H, W, K, R, S, P, Q, st, dl, pads = _geometry(ishape, wshape, stride, padding,
+                                                        dilation, groups, fmt, fn)
+    groups = int(groups)
+    go = _grad_out_arg(grad_out, fmt, N, K, P, Q, fn)
+    res_dt = A.result_dtype(go.dtype, w_dt)
+    cdt = A.compute_dtype(go.dtype, w_dt)
+    oshape = (N, C, H, W) if fmt == "NCHW" else (N, H, W, C)
+    res = np.zeros(oshape, cdt)
+    if res.size == 0 or go.size == 0:
+        return res.astype(res_dt, copy=False)
+    wa = w._source if isinstance(w, PackedConvWeight) else w
+    cg, kg = C // groups, K // groups
+    # w'[g*cg + c, k, r, s] = w[g*kg + k, c, R-1-r, S-1-s]
+    wt = (np.asarray(wa, dtype=cdt).reshape(groups, kg, cg, R, S).transpose(0, 2, 1, 3, 4)
+          [..., ::-1, ::-1].reshape(C, kg, R, S))
+    # grad_out dilated by the stride into a buffer whose row j holds the dilated row
+    # j - ((R-1)*dh - top): a valid stride-1 convolution of it gives exactly H x W rows
+    Hb, Wb = H + (R - 1) * dl[0], W + (S - 1) * dl[1]
+    offh, offw = (R - 1) * dl[0] - pads[0], (S - 1) * dl[1] - pads[2]
+    gon = go if fmt == "NHWC" else go.transpose(0, 2, 3, 1)
+    buf = np.zeros((N, Hb, Wb, K), cdt)
+    ph = _rows_in(P, st[0], offh, Hb)
+    pw = _rows_in(Q, st[1], offw, Wb)
+    if ph[1] > ph[0] and pw[1] > pw[0]:
+        buf[:, ph[0] * st[0] + offh:(ph[1] - 1) * st[0] + offh + 1:st[0],
+            pw[0] * st[1] + offw:(pw[1] - 1) * st[1] + offw + 1:st[1]] = \
+            gon[:, ph[0]:ph[1], pw[0]:pw[1]]
+    geom = (N, K, Hb, Wb, C, R, S, H, W, 1, 1, dl[0], dl[1], groups)
+    _conv.forward(buf, _pack(wt, groups, cdt), None, res, geom, 0, fmt == "NCHW")
+    return res if res.dtype == res_dt else res.astype(res_dt)
+
+
+def _rows_in(P, stride, off, size):
+    """The output rows p (a range) whose dilated position p*stride + off lies in [0, size)."""
+    lo = max(0, -(off // stride)) if off < 0 else 0
+    while lo < P and lo * stride + off < 0:
+        lo += 1
+    hi = P
+    while hi > lo and (hi - 1) * stride + off >= size:
+        hi -= 1
+    return lo, hi
+
+
+def conv2d_backward_weight(grad_out: ArrayLike, x: ArrayLike,
+                           weight_shape: tuple[int, int, int, int],
+                           stride: int | tuple[int, int] = 1,
+                           padding: "int | tuple[int, int] | str" = 0,
+                           dilation: int | tuple[int, int] = 1, groups: int = 1, *,
+                           data_format: str = "NCHW") -> tuple[Array, Array]:
+    """The gradients of :func:`conv2d` with respect to its weight and bias.
+
+    Per (group, r, s), grad_w[r, s] (C/groups x K/groups) is one BRGEMM over the output rows:
+    the (r, s)-shifted input row, transposed (channels x pixels), times the gradient row (pixels
+    x output channels), in chunks of rows that stay in L2.
+
+    Parameters
+    ----------
+    grad_out : array_like
+        The output gradient, in ``data_format``'s layout.
+    x : array_like
+        The forward input.
+    weight_shape : tuple of 4 ints
+        (K, C/groups, R, S).
+    stride, padding, dilation, groups, data_format
+        As given to conv2d.
+
+    Returns
+    -------
+    (grad_w, grad_bias) : tuple of ndarray
+        grad_w of ``weight_shape`` and grad_bias (K,) = grad_out summed over N, H, W.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> gw, gb = pytpp.nn.conv2d_backward_weight(np.ones((1, 1, 2, 2), np.float32),
+    ...                                          np.ones((1, 1, 3, 3), np.float32), (1, 1, 2, 2))
+    >>> gw[0, 0], gb
+    (array([[4., 4.],
+           [4., 4.]], dtype=float32), array([4.], dtype=float32))
+    """
+    fn = "pytpp.nn.conv2d_backward_weight"
+    fmt = A.data_format(data_format, fn)
+    x = A.float_operand(x, "x", fn)
+    wshape = _shape_arg(weight_shape, "weight_shape", fn)
+    N, C, H, W, K, R, S, P, Q, st, dl, pads = _geometry(x.shape, wshape, stride, padding,
+                                                        dilation, groups, fmt, fn)
+    groups = int(groups)
+    go = _grad_out_arg(grad_out, fmt, N, K, P, Q, fn)
+    res_dt = A.result_dtype(go.dtype, x.dtype)
+    cdt = A.compute_dtype(go.dtype, x.dtype)
+    cg, kg = C // groups, K // groups
+    gb = go.sum(axis=(0, 2, 3) if fmt == "NCHW" else (0, 1, 2), dtype=np.float64)
+    gwk = np.zeros((groups, R, S, cg, kg), cdt)
+    if go.size and x.size:
+        xp = _to_padded_nhwc(x, fmt, pads, cdt)
+        gon = _to_padded_nhwc(go, fmt, (0, 0, 0, 0), cdt)
+        if not gon.flags.c_contiguous:
+            gon = np.ascontiguousarray(gon)
+        geom = (N, C, xp.shape[1], xp.shape[2], K, R, S, P, Q, st[0], st[1], dl[0], dl[1],
+                groups)
+        _conv.backward_weight(xp, gon, gwk, geom)
+    gw = np.ascontiguousarray(gwk.transpose(0, 4, 3, 1, 2)).reshape(K, cg, R, S)
+    return gw.astype(res_dt, copy=False), gb.astype(res_dt)
