@@ -299,9 +299,31 @@ def _forward(x, w, b, act, fmt, dims, st, dl, pads, groups, cdt, direct_out=None
             from pytpp.nn import gelu, relu
             res[...] = (relu if act == 1 else gelu)(res)
         return res
+    if fmt == "NCHW" and R == S == 1 and groups == 1 and not any(pads):
+        return _nchw_pointwise(x, w, b, act, st, (N, C, K, P, Q), cdt, res)
     xp = _to_padded_nhwc(x, fmt, pads, cdt)
     geom = (N, C, xp.shape[1], xp.shape[2], K, R, S, P, Q, st[0], st[1], dl[0], dl[1], groups)
     _conv.forward(xp, wpk, b, res, geom, act, fmt == "NCHW")
+    return res
+
+
+def _nchw_pointwise(x, w, b, act, st, dims, cdt, res):
+    """A 1x1 convolution of NCHW input is a GEMM per image, (K, C) @ (C, P*Q), straight into
+    the NCHW result: no layout transform at all (the strided ones subsample x first)."""
+    from pytpp import matmul
+    from pytpp.nn import gelu, relu
+    N, C, K, P, Q = dims
+    if st != (1, 1):
+        x = x[:, :, ::st[0], ::st[1]][:, :, :P, :Q]
+    x3 = np.ascontiguousarray(x, dtype=cdt).reshape(N, C, P * Q)
+    wa = w._source if isinstance(w, PackedConvWeight) else w
+    w2 = np.ascontiguousarray(wa, dtype=cdt).reshape(K, C)
+    r3 = res.reshape(N, K, P * Q)
+    matmul(w2, x3, out=r3)
+    if b is not None:
+        r3 += b[:, None]
+    if act:
+        (relu if act == 1 else gelu)(res, out=res)
     return res
 
 

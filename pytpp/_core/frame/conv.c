@@ -18,8 +18,18 @@
 static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+#include <stdio.h>
+static int64_t conv_getenv(const char *name, int64_t dflt)   /* TUNING ONLY: removed later */
+{
+    const char *v = getenv(name);
+    return v ? atoll(v) : dflt;
+}
 
-int64_t pytpp_conv_block_k(int64_t kg) { return kg < CONV_BK ? kg : CONV_BK; }
+int64_t pytpp_conv_block_k(int64_t kg)
+{
+    const int64_t bk = conv_getenv("PYTPP_CONV_BK", CONV_BK);
+    return kg < bk ? kg : bk;
+}
 
 static int is_depthwise(int64_t K, int64_t cg, int64_t groups)
 {
@@ -73,13 +83,19 @@ typedef struct fwd_plan {
     const char *x, *wpk, *bias;
     char *out;
     int act, out_nchw;
+    int fold;           /* the whole of C/groups in one block and dw == 1: the S taps of a kernel
+                         * row are one k = S*C/groups reduction (contiguous in the input row and
+                         * in the packed panel), the batch runs over R only */
+    int pf;             /* prefetching micro-kernel on each panel's first row block */
+    int direct;         /* NHWC out and tile rows that map onto output rows at stride K: the
+                         * register blocks store into the output itself */
 } fwd_plan;
 
 /* c (m x ncol, ldc) = sum over the nb blocks of A_i (m x k, strides rsa, csa) B_i (k x ncol,
  * row stride ldb) (+ beta * c), in register blocks; ap, bp name the blocks' first elements. */
 static void sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int64_t ncol, int64_t k,
                   int64_t nb, const void *const *ap, int64_t rsa, int64_t csa,
-                  const void *const *bp, int64_t ldb, char *c, int64_t ldc, double beta)
+                  const void *const *bp, int64_t ldb, char *c, int64_t ldc, double beta, int pf)
 {
     const int64_t vl = gk->vl, nvec = cdiv(ncol, vl);
     for (int64_t v0 = 0; v0 < nvec; v0 += gk->nv_main) {
@@ -90,7 +106,12 @@ static void sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int64_t 
         for (int64_t ib = 0, i0 = 0; ib < nib; ++ib) {
             /* near-equal row blocks: 56 rows on 6-row blocks are 6 x 6 + 4 x 5, never a 2 */
             const int64_t mi = m / nib + (ib < m % nib);
-            gk->ukr[nv - 1][mi - 1][masked](k, nb, ap, i0 * rsa, rsa, csa, bp, v0 * vl, ldb,
+            /* pf: the first row block of a column chunk meets its weight panel cold; the
+             * prefetching kernel fetches batch block i + 1 while it multiplies block i (it reads
+             * ap[nb], bp[nb]: the caller repeats the last block there) */
+            const pytpp_ukr_fn f = pf && ib == 0 ? gk->ukr_pf[nv - 1][mi - 1][masked]
+                                                 : gk->ukr[nv - 1][mi - 1][masked];
+            f(k, nb, ap, i0 * rsa, rsa, csa, bp, v0 * vl, ldb,
                                             c + (i0 * ldc + v0 * vl) * esz, ldc, 1.0, beta,
                                             n_last);
             i0 += mi;
@@ -134,23 +155,54 @@ static void fwd_task(const fwd_plan *fp, int64_t t, char *tile, const void **ap,
     const int64_t k0 = kb * fp->bk, kc = imin(fp->bk, fp->kg - k0);
     const char *img = fp->x + n * s->H * W * C * esz;
     const char *wblk = fp->wpk + (g * fp->nkb + kb) * RS * fp->cg * fp->bk * esz;
+    /* where row i of segment sg goes: the thread's tile, or the output (direct) */
+    char *dst = tile;
+    int64_t ldd = fp->ldt, seg_rows = fp->tw;
+    if (fp->direct) {
+        dst = fp->out + (((n * s->P + p0) * s->Q + q0) * s->K + g * fp->kg + k0) * esz;
+        ldd = s->K;
+        seg_rows = s->Q;
+    }
+    const int64_t nbat = fp->fold ? s->R : RS;
     for (int64_t c0 = 0; c0 < fp->cg; c0 += fp->bc) {
         const int64_t cc = imin(fp->bc, fp->cg - c0);
         const double beta = c0 ? 1.0 : 0.0;
-        for (int64_t rs = 0; rs < RS; ++rs) bp[rs] = wblk + (rs * fp->cg + c0) * fp->bk * esz;
+        if (fp->fold)
+            for (int64_t r = 0; r < s->R; ++r) bp[r] = wblk + r * s->S * fp->cg * fp->bk * esz;
+        else
+            for (int64_t rs = 0; rs < RS; ++rs)
+                bp[rs] = wblk + (rs * fp->cg + c0) * fp->bk * esz;
+        bp[nbat] = bp[nbat - 1];
         /* virt: one sweep over rows p0.. as a (np - 1) * W + Q row matrix of stride C (the
          * W - Q rows between output rows are computed and dropped); else one sweep per row */
         const int64_t nseg = fp->virt ? 1 : np;
         for (int64_t sg = 0; sg < nseg; ++sg) {
             const int64_t p = p0 + sg;
             const char *base = img + ((p * s->sh * W + q0 * s->sw) * C + g * fp->cg + c0) * esz;
-            for (int64_t r = 0, i = 0; r < s->R; ++r)
-                for (int64_t v = 0; v < s->S; ++v, ++i)
-                    ap[i] = base + ((r * s->dh * W + v * s->dw) * C) * esz;
+            if (fp->fold)
+                for (int64_t r = 0; r < s->R; ++r) ap[r] = base + r * s->dh * W * C * esz;
+            else
+                for (int64_t r = 0, i = 0; r < s->R; ++r)
+                    for (int64_t v = 0; v < s->S; ++v, ++i)
+                        ap[i] = base + ((r * s->dh * W + v * s->dw) * C) * esz;
+            ap[nbat] = ap[nbat - 1];
             const int64_t m = fp->virt ? (np - 1) * W + qn : qn;
-            sweep(fp->gk, esz, m, kc, cc, RS, ap, s->sw * C, 1, bp, fp->bk,
-                  tile + sg * fp->tw * fp->ldt * esz, fp->ldt, beta);
+            sweep(fp->gk, esz, m, kc, fp->fold ? s->S * cc : cc, nbat, ap, s->sw * C, 1, bp,
+                  fp->bk, dst + sg * seg_rows * ldd * esz, ldd, beta, fp->pf);
         }
+    }
+    if (fp->direct) {   /* bias and activation in place, each output pixel's kc channels */
+        if (!fp->bias && !fp->act) return;
+        const pytpp_ew_kernels *ew = fp->ew;
+        const char *bias = fp->bias ? fp->bias + (g * fp->kg + k0) * esz : NULL;
+        for (int64_t i = 0; i < np; ++i)
+            for (int64_t q = 0; q < qn; ++q) {
+                char *r = dst + (i * s->Q + q) * s->K * esz;
+                if (bias) ew->binary[PYTPP_EW_ADD](kc, r, bias, r, 0);
+                if (fp->act == PYTPP_CONV_ACT_RELU) ew->unary[PYTPP_EW_RELU](kc, r, r);
+                else if (fp->act == PYTPP_CONV_ACT_GELU) ew->unary[PYTPP_EW_GELU](kc, r, r);
+            }
+        return;
     }
     for (int64_t i = 0; i < np; ++i)
         epilogue_row(fp, n, g, k0, kc, p0 + i, q0, qn, tile + i * fp->tw * fp->ldt * esz);
@@ -206,18 +258,27 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
         fp.nkb = cdiv(fp.kg, fp.bk);
         fp.ldt = cdiv(fp.bk, 16) * 16;
         /* channel block: one register block's weight panel (R*S*bc rows of 16 columns) in L1 */
-        fp.bc = imax(1, CONV_PANEL_BYTES / (s->R * s->S * 16 * esz));
+        fp.bc = imax(1, conv_getenv("PYTPP_CONV_PANEL", CONV_PANEL_BYTES) / (s->R * s->S * 16 * esz));
         if (fp.bc >= fp.cg) fp.bc = fp.cg;
         else fp.bc = imax(8, fp.bc / 8 * 8);
         /* rows longer than CONV_LONG_ROW (conv1d) are split into blocks of CONV_TILE_ROWS */
         fp.bq = s->Q > CONV_LONG_ROW ? CONV_TILE_ROWS * 4 : s->Q;
         fp.nqb = cdiv(s->Q, fp.bq);
+        fp.fold = fp.bc == fp.cg && s->dw == 1;
+        /* the virtual matrix over whole input rows needs unit strides; with W > Q its extra
+         * rows cannot land in the output, so a direct NHWC store runs row by row instead */
         fp.virt = s->sh == 1 && s->sw == 1 && fp.nqb == 1;
+        fp.direct = !out_nchw && (!fp.virt || s->W == s->Q) && conv_getenv("PYTPP_CONV_DIRECT", 1);
+        if (!out_nchw && fp.virt && s->W != s->Q && s->Q >= CONV_TILE_ROWS / 2 &&
+            conv_getenv("PYTPP_CONV_DIRECT", 1))
+            fp.virt = 0, fp.direct = 1;   /* long rows: per-row sweeps lose little */
         fp.tw = fp.virt ? s->W : fp.bq;
-        fp.prow = imax(1, imin(s->P, CONV_TILE_ROWS / fp.tw));
+        fp.prow = imax(1, imin(s->P, conv_getenv("PYTPP_CONV_ROWS", CONV_TILE_ROWS) / fp.tw));
         while (fp.prow > 1 && s->N * s->groups * fp.nkb * cdiv(s->P, fp.prow) < 2 * nthreads)
             fp.prow = cdiv(fp.prow, 2);
         fp.npb = cdiv(s->P, fp.prow);
+        fp.prow = cdiv(s->P, fp.npb);    /* 7 rows in blocks of 6 are 4 + 3, not 6 + 1 */
+        fp.pf = (int)conv_getenv("PYTPP_CONV_PF", 1);
         tasks = s->N * s->groups * fp.nkb * fp.npb * fp.nqb;
         tile_bytes = (size_t)(fp.prow * fp.tw * fp.ldt * esz);
     }
@@ -230,13 +291,13 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
         int64_t t0, len;
         pytpp_thread_part(tasks, &t0, &len);
         char *tile = malloc(tile_bytes + 64);
-        const void **ptrs = malloc(2 * (size_t)(s->R * s->S) * sizeof(void *));
+        const void **ptrs = malloc(2 * (size_t)(s->R * s->S + 1) * sizeof(void *));
         if (!tile || !ptrs) {
             err |= 1;
         } else {
             for (int64_t t = t0; t < t0 + len; ++t) {
                 if (dw) dw_task(&fp, t, tile);
-                else fwd_task(&fp, t, tile, ptrs, ptrs + s->R * s->S);
+                else fwd_task(&fp, t, tile, ptrs, ptrs + s->R * s->S + 1);
             }
         }
         free(tile);
@@ -303,7 +364,7 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
                         ptrs[chunk + i] = gb + ((n * s->P + p) * s->Q * s->K + g * kg + k0) * esz;
                     }
                     sweep(gk, esz, cc, kc, s->Q, nb, ptrs, 1, s->sw * s->C, ptrs + chunk, s->K,
-                          c, kg, j0 ? 1.0 : 0.0);
+                          c, kg, j0 ? 1.0 : 0.0, 0);
                 }
             }
         }
