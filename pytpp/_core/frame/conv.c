@@ -83,7 +83,7 @@ typedef struct fwd_plan {
     const char *x, *wpk, *bias;
     char *out;
     int act, out_nchw;
-    int fold;           /* the whole of C/groups in one block and dw == 1: the S taps of a kernel
+    int fold;           /* one group, all of C in one block and dw == 1: the S taps of a kernel
                          * row are one k = S*C/groups reduction (contiguous in the input row and
                          * in the packed panel), the batch runs over R only */
     int pf;             /* prefetching micro-kernel on each panel's first row block */
@@ -264,7 +264,7 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
         /* rows longer than CONV_LONG_ROW (conv1d) are split into blocks of CONV_TILE_ROWS */
         fp.bq = s->Q > CONV_LONG_ROW ? CONV_TILE_ROWS * 4 : s->Q;
         fp.nqb = cdiv(s->Q, fp.bq);
-        fp.fold = fp.bc == fp.cg && s->dw == 1;
+        fp.fold = fp.bc == fp.cg && s->dw == 1 && s->groups == 1;
         /* the virtual matrix over whole input rows needs unit strides; with W > Q its extra
          * rows cannot land in the output, so a direct NHWC store runs row by row instead */
         fp.virt = s->sh == 1 && s->sw == 1 && fp.nqb == 1;
