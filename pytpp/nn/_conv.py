@@ -9,7 +9,8 @@ from pytpp._typing import Array, ArrayLike
 from pytpp.nn import _conv_args as A
 
 __all__ = ["conv2d", "conv2d_backward_data", "conv2d_backward_weight", "PackedConvWeight",
-           "nchw_to_nhwc", "nhwc_to_nchw"]
+           "nchw_to_nhwc", "nhwc_to_nchw", "conv1d", "conv1d_backward_data",
+           "conv1d_backward_weight"]
 
 ALGORITHMS = ("auto", "brgemm", "im2col")
 
@@ -515,3 +516,95 @@ def conv2d_backward_weight(grad_out: ArrayLike, x: ArrayLike,
         _conv.backward_weight(xp, gon, gwk, geom)
     gw = np.ascontiguousarray(gwk.transpose(0, 4, 3, 1, 2)).reshape(K, cg, R, S)
     return gw.astype(res_dt, copy=False), gb.astype(res_dt)
+
+
+def _as_2d_args(x, w, stride, padding, dilation, fn):
+    """conv1d's arguments as conv2d's: H = 1, a 1 x S kernel."""
+    x = A.float_operand(x, "x", fn)
+    if x.ndim != 3:
+        raise ValueError(f"{fn}: x must be (N, C, W), got shape {x.shape}")
+    s = A.pair(stride, "stride", fn, 1, 1)[0]
+    d = A.pair(dilation, "dilation", fn, 1, 1)[0]
+    p = padding if isinstance(padding, str) else (0, A.pair(padding, "padding", fn, 0, 1)[0])
+    return x[:, :, None, :], (1, s), p, (1, d)
+
+
+def _weight_1d(w, fn):
+    w = A.float_operand(w, "w", fn)
+    if w.ndim != 3:
+        raise ValueError(f"{fn}: w must be (K, C/groups, S), got shape {w.shape}")
+    return w[:, :, None, :]
+
+
+def conv1d(x: ArrayLike, w: ArrayLike, bias: ArrayLike | None = None, stride: int = 1,
+           padding: "int | str" = 0, dilation: int = 1, groups: int = 1, *,
+           activation: str | None = None, out: Array | None = None) -> Array:
+    """1D convolution (``torch.nn.functional.conv1d``) on x (N, C, W) and w (K, C/groups, S):
+    conv2d's engine with H = 1 (long rows are split into 224-pixel blocks across threads; the
+    dilated taps are the BRGEMM's batch).
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> x = np.arange(6, dtype=np.float32).reshape(1, 1, 6)
+    >>> pytpp.nn.conv1d(x, np.ones((1, 1, 2), np.float32), dilation=2)
+    array([[[ 2.,  4.,  6.,  8.]]], dtype=float32)
+    """
+    fn = "pytpp.nn.conv1d"
+    x4, st, p, d = _as_2d_args(x, w, stride, padding, dilation, fn)
+    w4 = _weight_1d(w, fn)
+    o4 = None
+    if out is not None:
+        if not isinstance(out, np.ndarray) or out.ndim != 3:
+            raise ValueError(f"{fn}: out must be a 3-D ndarray (N, K, Q)")
+        o4 = out[:, :, None, :]
+    y = conv2d(x4, w4, bias, st, p, d, groups, activation=activation, out=o4)
+    return out if out is not None else y[:, :, 0, :]
+
+
+def conv1d_backward_data(grad_out: ArrayLike, w: ArrayLike, input_shape: tuple[int, int, int],
+                         stride: int = 1, padding: "int | str" = 0, dilation: int = 1,
+                         groups: int = 1) -> Array:
+    """The gradient of :func:`conv1d` with respect to x (conv2d_backward_data with H = 1).
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.conv1d_backward_data(np.ones((1, 1, 2), np.float32),
+    ...                               np.ones((1, 1, 2), np.float32), (1, 1, 3))
+    array([[[1., 2., 1.]]], dtype=float32)
+    """
+    fn = "pytpp.nn.conv1d_backward_data"
+    g = A.float_operand(grad_out, "grad_out", fn)
+    if g.ndim != 3 or len(tuple(input_shape)) != 3:
+        raise ValueError(f"{fn}: grad_out and input_shape must be (N, K, Q) and (N, C, W)")
+    N, C, W = (int(v) for v in input_shape)
+    _, st, p, d = _as_2d_args(np.empty((0, 0, 0), np.float32), w, stride, padding, dilation, fn)
+    gx = conv2d_backward_data(g[:, :, None, :], _weight_1d(w, fn), (N, C, 1, W), st, p, d,
+                              groups)
+    return gx[:, :, 0, :]
+
+
+def conv1d_backward_weight(grad_out: ArrayLike, x: ArrayLike,
+                           weight_shape: tuple[int, int, int], stride: int = 1,
+                           padding: "int | str" = 0, dilation: int = 1,
+                           groups: int = 1) -> tuple[Array, Array]:
+    """The gradients of :func:`conv1d` with respect to w and bias: ``(grad_w, grad_bias)``.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> gw, gb = pytpp.nn.conv1d_backward_weight(np.ones((1, 1, 2), np.float32),
+    ...                                          np.arange(3, dtype=np.float32)[None, None],
+    ...                                          (1, 1, 2))
+    >>> gw, gb
+    (array([[[1., 3.]]], dtype=float32), array([2.], dtype=float32))
+    """
+    fn = "pytpp.nn.conv1d_backward_weight"
+    g = A.float_operand(grad_out, "grad_out", fn)
+    if g.ndim != 3 or len(tuple(weight_shape)) != 3:
+        raise ValueError(f"{fn}: grad_out and weight_shape must be (N, K, Q) and (K, C/groups, S)")
+    x4, st, p, d = _as_2d_args(x, None, stride, padding, dilation, fn)
+    K, cg, S = (int(v) for v in weight_shape)
+    gw, gb = conv2d_backward_weight(g[:, :, None, :], x4, (K, cg, 1, S), st, p, d, groups)
+    return gw[:, :, 0, :], gb

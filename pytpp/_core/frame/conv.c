@@ -260,7 +260,7 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
         /* channel block: one register block's weight panel (R*S*bc rows of 16 columns) in L1 */
         fp.bc = imax(1, conv_getenv("PYTPP_CONV_PANEL", CONV_PANEL_BYTES) / (s->R * s->S * 16 * esz));
         if (fp.bc >= fp.cg) fp.bc = fp.cg;
-        else fp.bc = imax(8, fp.bc / 8 * 8);
+        else fp.bc = imax(imin(fp.cg, 32), fp.bc / 8 * 8);   /* k below 32 runs the kernel short */
         /* rows longer than CONV_LONG_ROW (conv1d) are split into blocks of CONV_TILE_ROWS */
         fp.bq = s->Q > CONV_LONG_ROW ? CONV_TILE_ROWS * 4 : s->Q;
         fp.nqb = cdiv(s->Q, fp.bq);
