@@ -16,12 +16,15 @@ cdef extern from "pytpp/conv.h" nogil:
         int64_t N, C, H, W, K, R, S, P, Q
         int64_t sh, sw, dh, dw, groups
 
-    int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups)
+    void pytpp_conv_blocking(const pytpp_gemm_kernels *gk, int64_t kg, int64_t *nr, int64_t *bk)
+    int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
+                                    int64_t nr, int64_t bk)
     void pytpp_conv_pack_weight(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
-                                int64_t esz, const void *w, void *wpk)
+                                int64_t nr, int64_t bk, int64_t esz, const void *w, void *wpk)
     int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
                              const pytpp_conv_shape *s, const void *x, const void *wpk,
-                             const void *bias, int act, void *out, int out_nchw, int nthreads)
+                             int64_t nr, int64_t bk, const void *bias, int act, void *out,
+                             int out_nchw, int nthreads)
     int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
                                      const pytpp_conv_shape *s, const void *x, const void *go,
                                      void *gw, int nthreads)
@@ -39,11 +42,20 @@ cdef inline int _dt(cnp.ndarray a):
     return PYTPP_F64 if cnp.PyArray_TYPE(a) == cnp.NPY_DOUBLE else PYTPP_F32
 
 
-def packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups):
-    return pytpp_conv_packed_elems(K, cg, R, S, groups)
+def blocking(int64_t kg, bint f64):
+    """(nr, bk) of the packed layout at the active ISA level for K/groups = kg."""
+    cdef int64_t nr = 0, bk = 0
+    pytpp_conv_blocking(level(active_isa()).brgemm[PYTPP_F64 if f64 else PYTPP_F32], kg, &nr,
+                        &bk)
+    return nr, bk
 
 
-def pack_weight(cnp.ndarray w, int64_t groups, cnp.ndarray wpk):
+def packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups, int64_t nr,
+                 int64_t bk):
+    return pytpp_conv_packed_elems(K, cg, R, S, groups, nr, bk)
+
+
+def pack_weight(cnp.ndarray w, int64_t groups, int64_t nr, int64_t bk, cnp.ndarray wpk):
     """w (K, C/groups, R, S) C-contiguous -> wpk (packed_elems,) of w's dtype."""
     cdef int64_t K = cnp.PyArray_DIM(w, 0), cg = cnp.PyArray_DIM(w, 1)
     cdef int64_t R = cnp.PyArray_DIM(w, 2), S = cnp.PyArray_DIM(w, 3)
@@ -51,7 +63,7 @@ def pack_weight(cnp.ndarray w, int64_t groups, cnp.ndarray wpk):
     cdef const void *pw = cnp.PyArray_DATA(w)
     cdef void *pk = cnp.PyArray_DATA(wpk)
     with nogil:
-        pytpp_conv_pack_weight(K, cg, R, S, groups, esz, pw, pk)
+        pytpp_conv_pack_weight(K, cg, R, S, groups, nr, bk, esz, pw, pk)
 
 
 cdef pytpp_conv_shape _shape(tuple g):
@@ -60,8 +72,8 @@ cdef pytpp_conv_shape _shape(tuple g):
     return s
 
 
-def forward(cnp.ndarray xp, cnp.ndarray wpk, object bias, cnp.ndarray out, tuple geom,
-            int act, bint out_nchw):
+def forward(cnp.ndarray xp, cnp.ndarray wpk, int64_t nr, int64_t bk, object bias,
+            cnp.ndarray out, tuple geom, int act, bint out_nchw):
     """geom: (N, C, Hp, Wp, K, R, S, P, Q, sh, sw, dh, dw, groups); xp padded NHWC."""
     cdef pytpp_conv_shape s = _shape(geom)
     cdef int dt = _dt(xp)
@@ -75,7 +87,7 @@ def forward(cnp.ndarray xp, cnp.ndarray wpk, object bias, cnp.ndarray out, tuple
     cdef int nt = num_threads()
     cdef int err
     with nogil:
-        err = pytpp_conv2d_forward(gk, ew, &s, px, pw, pb, act, po, out_nchw, nt)
+        err = pytpp_conv2d_forward(gk, ew, &s, px, pw, nr, bk, pb, act, po, out_nchw, nt)
     if err:
         raise MemoryError("pytpp.nn.conv2d: no memory for the tiles")
 

@@ -25,10 +25,12 @@ static int64_t conv_getenv(const char *name, int64_t dflt)   /* TUNING ONLY: rem
     return v ? atoll(v) : dflt;
 }
 
-int64_t pytpp_conv_block_k(int64_t kg)
+void pytpp_conv_blocking(const pytpp_gemm_kernels *gk, int64_t kg, int64_t *nr, int64_t *bk)
 {
-    const int64_t bk = conv_getenv("PYTPP_CONV_BK", CONV_BK);
-    return kg < bk ? kg : bk;
+    const int64_t w = (int64_t)gk->vl * gk->nv_main;
+    const int64_t full = w * imax(1, conv_getenv("PYTPP_CONV_BK", CONV_BK) / w);
+    *nr = w;
+    *bk = imin(full, imax(1, cdiv(kg, w)) * w);
 }
 
 static int is_depthwise(int64_t K, int64_t cg, int64_t groups)
@@ -36,35 +38,21 @@ static int is_depthwise(int64_t K, int64_t cg, int64_t groups)
     return cg == 1 && K == groups && groups > 1;
 }
 
-int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups)
+int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
+                                int64_t nr, int64_t bk)
 {
-    const int64_t kg = K / groups, bk = pytpp_conv_block_k(kg);
+    const int64_t kg = K / groups;
     if (is_depthwise(K, cg, groups)) return R * S * K;
-    return groups * cdiv(kg, bk) * R * S * cg * bk;
+    return groups * cdiv(kg, bk) * bk * R * S * cg;
 }
 
-#define PACK_LOOP(T)                                                                           \
-    do {                                                                                       \
-        const T *src = (const T *)w;                                                           \
-        T *dst = (T *)wpk;                                                                     \
-        if (is_depthwise(K, cg, groups)) {                                                     \
-            for (int64_t k = 0; k < K; ++k)                                                    \
-                for (int64_t rs = 0; rs < R * S; ++rs) dst[rs * K + k] = src[k * R * S + rs]; \
-            break;                                                                             \
-        }                                                                                      \
-        int64_t o = 0;                                                                         \
-        for (int64_t g = 0; g < groups; ++g)                                                   \
-            for (int64_t k0 = 0; k0 < kg; k0 += bk)                                            \
-                for (int64_t rs = 0; rs < R * S; ++rs)                                         \
-                    for (int64_t c = 0; c < cg; ++c)                                           \
-                        for (int64_t k = k0; k < k0 + bk; ++k, ++o)                            \
-                            dst[o] = k < kg ? src[((g * kg + k) * cg + c) * R * S + rs] : 0;   \
-    } while (0)
+/* dst[g][kb][j][rs][c][col] = w[g*kg + kb*bk + j*nr + col][c][rs], zero past K/groups */
+#define PACK_LOOP(T)                                                                               do {                                                                                               const T *src = (const T *)w;                                                                   T *dst = (T *)wpk;                                                                             if (is_depthwise(K, cg, groups)) {                                                                 for (int64_t k = 0; k < K; ++k)                                                                    for (int64_t rs = 0; rs < R * S; ++rs) dst[rs * K + k] = src[k * R * S + rs];             break;                                                                                     }                                                                                              int64_t o = 0;                                                                                 for (int64_t g = 0; g < groups; ++g)                                                               for (int64_t k0 = 0; k0 < kg; k0 += bk)                                                            for (int64_t j0 = k0; j0 < k0 + bk; j0 += nr)                                                      for (int64_t rs = 0; rs < R * S; ++rs)                                                             for (int64_t c = 0; c < cg; ++c)                                                                   for (int64_t k = j0; k < j0 + nr; ++k, ++o)                                                        dst[o] = k < kg ? src[((g * kg + k) * cg + c) * R * S + rs]                                                    : 0;                                               } while (0)
 
 void pytpp_conv_pack_weight(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
-                            int64_t esz, const void *w, void *wpk)
+                            int64_t nr, int64_t bk, int64_t esz, const void *w, void *wpk)
 {
-    const int64_t kg = K / groups, bk = pytpp_conv_block_k(kg);
+    const int64_t kg = K / groups;
     if (esz == 8) PACK_LOOP(double); else PACK_LOOP(float);
 }
 
@@ -74,7 +62,8 @@ typedef struct fwd_plan {
     const pytpp_gemm_kernels *gk;
     const pytpp_ew_kernels *ew;
     const pytpp_conv_shape *s;
-    int64_t esz, cg, kg, bk, nkb, bc, ldt;
+    int64_t esz, cg, kg, nr, bk, nkb, bc, ldt;
+    int64_t panel;      /* elements of one packed (R, S, C/groups, nr) column panel */
     int64_t prow;       /* output rows per task */
     int64_t npb;        /* row blocks per image */
     int virt;           /* stride 1: the tile's rows run over whole padded input rows */
@@ -91,11 +80,14 @@ typedef struct fwd_plan {
                          * register blocks store into the output itself */
 } fwd_plan;
 
-/* c (m x ncol, ldc) = sum over the nb blocks of A_i (m x k, strides rsa, csa) B_i (k x ncol,
- * row stride ldb) (+ beta * c), in register blocks; ap, bp name the blocks' first elements. */
+/* c (m x ncol, ldc) = sum over the nb blocks of A_i (m x k, strides rsa, csa) B_i (k x ncol)
+ * (+ beta * c), in register blocks; ap, bp name the blocks' first elements. B's columns come in
+ * chunks of one register block's width (nv_main vectors), chunk j at bp[i] + j * bstep with row
+ * stride ldb: bstep = that width for a plain matrix, one packed panel for the conv weights. */
 static void sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int64_t ncol, int64_t k,
                   int64_t nb, const void *const *ap, int64_t rsa, int64_t csa,
-                  const void *const *bp, int64_t ldb, char *c, int64_t ldc, double beta, int pf)
+                  const void *const *bp, int64_t ldb, int64_t bstep, char *c, int64_t ldc,
+                  double beta, int pf)
 {
     const int64_t vl = gk->vl, nvec = cdiv(ncol, vl);
     for (int64_t v0 = 0; v0 < nvec; v0 += gk->nv_main) {
@@ -111,7 +103,7 @@ static void sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int64_t 
              * ap[nb], bp[nb]: the caller repeats the last block there) */
             const pytpp_ukr_fn f = pf && ib == 0 ? gk->ukr_pf[nv - 1][mi - 1][masked]
                                                  : gk->ukr[nv - 1][mi - 1][masked];
-            f(k, nb, ap, i0 * rsa, rsa, csa, bp, v0 * vl, ldb,
+            f(k, nb, ap, i0 * rsa, rsa, csa, bp, v0 / gk->nv_main * bstep, ldb,
                                             c + (i0 * ldc + v0 * vl) * esz, ldc, 1.0, beta,
                                             n_last);
             i0 += mi;
@@ -154,7 +146,7 @@ static void fwd_task(const fwd_plan *fp, int64_t t, char *tile, const void **ap,
     const int64_t q0 = qb * fp->bq, qn = imin(fp->bq, s->Q - q0);
     const int64_t k0 = kb * fp->bk, kc = imin(fp->bk, fp->kg - k0);
     const char *img = fp->x + n * s->H * W * C * esz;
-    const char *wblk = fp->wpk + (g * fp->nkb + kb) * RS * fp->cg * fp->bk * esz;
+    const char *wblk = fp->wpk + (g * fp->nkb + kb) * fp->bk * RS * fp->cg * esz;
     /* where row i of segment sg goes: the thread's tile, or the output (direct) */
     char *dst = tile;
     int64_t ldd = fp->ldt, seg_rows = fp->tw;
@@ -168,10 +160,10 @@ static void fwd_task(const fwd_plan *fp, int64_t t, char *tile, const void **ap,
         const int64_t cc = imin(fp->bc, fp->cg - c0);
         const double beta = c0 ? 1.0 : 0.0;
         if (fp->fold)
-            for (int64_t r = 0; r < s->R; ++r) bp[r] = wblk + r * s->S * fp->cg * fp->bk * esz;
+            for (int64_t r = 0; r < s->R; ++r) bp[r] = wblk + r * s->S * fp->cg * fp->nr * esz;
         else
             for (int64_t rs = 0; rs < RS; ++rs)
-                bp[rs] = wblk + (rs * fp->cg + c0) * fp->bk * esz;
+                bp[rs] = wblk + (rs * fp->cg + c0) * fp->nr * esz;
         bp[nbat] = bp[nbat - 1];
         /* virt: one sweep over rows p0.. as a (np - 1) * W + Q row matrix of stride C (the
          * W - Q rows between output rows are computed and dropped); else one sweep per row */
@@ -188,7 +180,7 @@ static void fwd_task(const fwd_plan *fp, int64_t t, char *tile, const void **ap,
             ap[nbat] = ap[nbat - 1];
             const int64_t m = fp->virt ? (np - 1) * W + qn : qn;
             sweep(fp->gk, esz, m, kc, fp->fold ? s->S * cc : cc, nbat, ap, s->sw * C, 1, bp,
-                  fp->bk, dst + sg * seg_rows * ldd * esz, ldd, beta, fp->pf);
+                  fp->nr, fp->panel, dst + sg * seg_rows * ldd * esz, ldd, beta, fp->pf);
         }
     }
     if (fp->direct) {   /* bias and activation in place, each output pixel's kc channels */
@@ -239,8 +231,9 @@ static void dw_task(const fwd_plan *fp, int64_t t, char *tile)
 }
 
 int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
-                         const pytpp_conv_shape *s, const void *x, const void *wpk,
-                         const void *bias, int act, void *out, int out_nchw, int nthreads)
+                         const pytpp_conv_shape *s, const void *x, const void *wpk, int64_t nr,
+                         int64_t bk, const void *bias, int act, void *out, int out_nchw,
+                         int nthreads)
 {
     if (s->N <= 0 || s->P <= 0 || s->Q <= 0 || s->K <= 0) return 0;
     const int64_t esz = ew->dtype == PYTPP_EW_F64 ? 8 : 4;
@@ -254,9 +247,10 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
         tasks = s->N * s->P;
         tile_bytes = (size_t)(s->Q * s->C * esz);
     } else {
-        fp.bk = pytpp_conv_block_k(fp.kg);
+        fp.nr = nr, fp.bk = bk;
         fp.nkb = cdiv(fp.kg, fp.bk);
-        fp.ldt = cdiv(fp.bk, 16) * 16;
+        fp.ldt = fp.bk;
+        fp.panel = s->R * s->S * fp.cg * fp.nr;
         /* channel block: one register block's weight panel (R*S*bc rows of 16 columns) in L1 */
         fp.bc = imax(1, conv_getenv("PYTPP_CONV_PANEL", CONV_PANEL_BYTES) / (s->R * s->S * 16 * esz));
         if (fp.bc >= fp.cg) fp.bc = fp.cg;
@@ -364,7 +358,7 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
                         ptrs[chunk + i] = gb + ((n * s->P + p) * s->Q * s->K + g * kg + k0) * esz;
                     }
                     sweep(gk, esz, cc, kc, s->Q, nb, ptrs, 1, s->sw * s->C, ptrs + chunk, s->K,
-                          c, kg, j0 ? 1.0 : 0.0, 0);
+                          gk->vl * gk->nv_main, c, kg, j0 ? 1.0 : 0.0, 0);
                 }
             }
         }

@@ -8,10 +8,11 @@
  * output block is transposed back while in cache. Bias and activation are applied to the output
  * block before it leaves the thread's tile.
  *
- * Weights are packed once into [groups][K blocks][R][S][C/groups][bk] (bk output channels per
- * block, zero-filled past K/groups): each (r, s, channel block) panel is then a contiguous
- * bc x bk matrix with row stride bk, whatever the ISA (the layout never depends on the vector
- * length). Depthwise weights (one input and one output channel per group) pack as [R][S][C]. */
+ * Weights are packed once into [groups][K blocks of bk][column panels of nr][R][S][C/groups][nr]
+ * (zero-filled past K/groups), nr the width of the level's register block (16 fp32 on AVX2): a
+ * register block's weights for one (r, s, channel block) are contiguous rows of nr, so they fill
+ * every L1 set (rows of a 64-wide block at 256-byte stride used a quarter of them and thrashed).
+ * Depthwise weights (one input and one output channel per group) pack as [R][S][C]. */
 #ifndef PYTPP_CONV_H
 #define PYTPP_CONV_H
 #include <stdint.h>
@@ -31,20 +32,23 @@ typedef struct pytpp_conv_shape {
     int64_t sh, sw, dh, dw, groups;
 } pytpp_conv_shape;
 
-/* Output channels per packed weight block for K/groups output channels per group. */
-int64_t pytpp_conv_block_k(int64_t kg);
+/* The packed layout's column panel width nr (one register block: nv_main vectors of the level)
+ * and output channels per block bk (a multiple of nr) for K/groups output channels per group. */
+void pytpp_conv_blocking(const pytpp_gemm_kernels *gk, int64_t kg, int64_t *nr, int64_t *bk);
 /* Elements of the packed weight of (K, C/groups, R, S) with `groups`. */
-int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups);
+int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
+                                int64_t nr, int64_t bk);
 /* w (K, C/groups, R, S) C-contiguous -> the packed layout above; esz 4 or 8. */
 void pytpp_conv_pack_weight(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
-                            int64_t esz, const void *w, void *wpk);
+                            int64_t nr, int64_t bk, int64_t esz, const void *w, void *wpk);
 
 /* out = act(conv(x, w) + bias). x: padded NHWC, C-contiguous (N, H, W, C); wpk: packed weight;
  * bias: K elements or NULL; out: (N, P, Q, K) or, with out_nchw, (N, K, P, Q), C-contiguous.
  * Returns 0, or -1 when a thread's tile cannot be allocated. */
 int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
-                         const pytpp_conv_shape *s, const void *x, const void *wpk,
-                         const void *bias, int act, void *out, int out_nchw, int nthreads);
+                         const pytpp_conv_shape *s, const void *x, const void *wpk, int64_t nr,
+                         int64_t bk, const void *bias, int act, void *out, int out_nchw,
+                         int nthreads);
 
 /* gw (groups, R, S, C/groups, K/groups) = the weight gradient: sum over n, p, q of
  * x[n, p*sh + r*dh, q*sw + s*dw, c] * go[n, p, q, k]; x padded NHWC, go (N, P, Q, K). */
