@@ -578,7 +578,7 @@ def conv1d(x: ArrayLike, w: ArrayLike, bias: ArrayLike | None = None, stride: in
     >>> import numpy as np, pytpp
     >>> x = np.arange(6, dtype=np.float32).reshape(1, 1, 6)
     >>> pytpp.nn.conv1d(x, np.ones((1, 1, 2), np.float32), dilation=2)
-    array([[[ 2.,  4.,  6.,  8.]]], dtype=float32)
+    array([[[2., 4., 6., 8.]]], dtype=float32)
     """
     fn = "pytpp.nn.conv1d"
     x4, st, p, d = _as_2d_args(x, w, stride, padding, dilation, fn)
