@@ -454,6 +454,9 @@ def conv2d_backward_data(grad_out: ArrayLike, w: "ArrayLike | PackedConvWeight",
     if res.size == 0 or go.size == 0:
         return res.astype(res_dt, copy=False)
     wa = w._source if isinstance(w, PackedConvWeight) else w
+    if R == S == 1 and groups == 1:
+        _pointwise_backward_data(go, wa, res, st, pads, fmt, cdt)
+        return res if res.dtype == res_dt else res.astype(res_dt)
     cg, kg = C // groups, K // groups
     # w'[g*cg + c, k, r, s] = w[g*kg + k, c, R-1-r, S-1-s]
     wt = (np.asarray(wa, dtype=cdt).reshape(groups, kg, cg, R, S).transpose(0, 2, 1, 3, 4)
@@ -473,6 +476,61 @@ def conv2d_backward_data(grad_out: ArrayLike, w: "ArrayLike | PackedConvWeight",
     geom = (N, K, Hb, Wb, C, R, S, H, W, 1, 1, dl[0], dl[1], groups)
     _conv.forward(buf, *_pack(wt, groups, cdt), None, res, geom, 0, fmt == "NCHW")
     return res if res.dtype == res_dt else res.astype(res_dt)
+
+
+def _pointwise_view(a, st, pads, fmt, P, Q):
+    """The elements of an input-shaped array a 1x1 layer reads (a strided view)."""
+    pt, _, pl, _ = pads
+    if fmt == "NCHW":
+        return a[:, :, pt::st[0], pl::st[1]][:, :, :P, :Q]
+    return a[:, pt::st[0], pl::st[1], :][:, :P, :Q, :]
+
+
+def _pointwise_backward_data(go, w, res, st, pads, fmt, cdt):
+    """1x1: grad_x at the pixels the layer read is one GEMM, (N*P*Q, K) @ (K, C) for NHWC and
+    (C, K) @ (K, P*Q) per image for NCHW; every other pixel's gradient is zero."""
+    from pytpp import matmul
+    K, C = w.shape[:2]
+    wk = np.asarray(w, dtype=cdt).reshape(K, C)
+    if fmt == "NCHW":
+        N, _, P, Q = go.shape
+        g = matmul(np.ascontiguousarray(wk.T), np.ascontiguousarray(go, dtype=cdt).reshape(
+            N, K, P * Q)).reshape(N, C, P, Q)
+    else:
+        N, P, Q, _ = go.shape
+        g = matmul(np.ascontiguousarray(go, dtype=cdt).reshape(N * P * Q, K), wk).reshape(
+            N, P, Q, C)
+    pt, pb, pl, pr = pads
+    if fmt == "NCHW":
+        full = np.zeros(res.shape[:2] + (res.shape[2] + pt + pb, res.shape[3] + pl + pr), cdt)
+        full[:, :, ::st[0], ::st[1]][:, :, :P, :Q] = g
+        res[...] = full[:, :, pt:pt + res.shape[2], pl:pl + res.shape[3]]
+    else:
+        full = np.zeros((res.shape[0], res.shape[1] + pt + pb, res.shape[2] + pl + pr,
+                         res.shape[3]), cdt)
+        full[:, ::st[0], ::st[1], :][:, :P, :Q, :] = g
+        res[...] = full[:, pt:pt + res.shape[1], pl:pl + res.shape[2], :]
+
+
+def _pointwise_backward_weight(go, x, st, pads, fmt, dims, cdt):
+    """1x1: grad_w (K, C) = grad_out^T @ (the pixels read), one GEMM over all output pixels."""
+    from pytpp import matmul
+    N, C, K, P, Q = dims
+    if any(pads):
+        x = _to_padded_nhwc(x, fmt, pads, cdt)
+        if fmt == "NCHW":
+            x = x.transpose(0, 3, 1, 2)
+    xs = _pointwise_view(x, st, (0, 0, 0, 0), fmt, P, Q)
+    if fmt == "NCHW":
+        g3 = np.ascontiguousarray(go, dtype=cdt).reshape(N, K, P * Q)
+        x3 = np.ascontiguousarray(xs, dtype=cdt).reshape(N, C, P * Q)
+        gw = matmul(g3, x3.transpose(0, 2, 1)).sum(axis=0) if N > 1 else \
+            matmul(g3[0], x3[0].T)
+    else:
+        g2 = np.ascontiguousarray(go, dtype=cdt).reshape(N * P * Q, K)
+        x2 = np.ascontiguousarray(xs, dtype=cdt).reshape(N * P * Q, C)
+        gw = matmul(g2.T, x2)
+    return np.ascontiguousarray(gw).reshape(K, C, 1, 1)
 
 
 def _rows_in(P, stride, off, size):
@@ -535,6 +593,9 @@ def conv2d_backward_weight(grad_out: ArrayLike, x: ArrayLike,
     cdt = A.compute_dtype(go.dtype, x.dtype)
     cg, kg = C // groups, K // groups
     gb = go.sum(axis=(0, 2, 3) if fmt == "NCHW" else (0, 1, 2), dtype=np.float64)
+    if R == S == 1 and groups == 1 and go.size and x.size:
+        gw = _pointwise_backward_weight(go, x, st, pads, fmt, (N, C, K, P, Q), cdt)
+        return gw.astype(res_dt, copy=False), gb.astype(res_dt)
     gwk = np.zeros((groups, R, S, cg, kg), cdt)
     if go.size and x.size:
         xp = _to_padded_nhwc(x, fmt, pads, cdt)
