@@ -410,9 +410,10 @@ def conv2d_backward_data(grad_out: ArrayLike, w: "ArrayLike | PackedConvWeight",
                          padding: "int | tuple[int, int] | str" = 0,
                          dilation: int | tuple[int, int] = 1, groups: int = 1, *,
                          data_format: str = "NCHW") -> Array:
-    """The gradient of :func:`conv2d` with respect to its input: a stride-1 convolution of the
-    (stride-dilated, padded) output gradient with the flipped, channel-swapped weight, run on the
-    same BRGEMM engine.
+    """The gradient of :func:`conv2d` with respect to its input: per stride phase (the input
+    pixels congruent modulo the stride), a stride-1 convolution of the output gradient with the
+    flipped, channel-swapped taps that reach that phase, on the same BRGEMM engine (1x1 layers:
+    one GEMM).
 
     Parameters
     ----------
@@ -458,24 +459,58 @@ def conv2d_backward_data(grad_out: ArrayLike, w: "ArrayLike | PackedConvWeight",
         _pointwise_backward_data(go, wa, res, st, pads, fmt, cdt)
         return res if res.dtype == res_dt else res.astype(res_dt)
     cg, kg = C // groups, K // groups
-    # w'[g*cg + c, k, r, s] = w[g*kg + k, c, R-1-r, S-1-s]
-    wt = (np.asarray(wa, dtype=cdt).reshape(groups, kg, cg, R, S).transpose(0, 2, 1, 3, 4)
-          [..., ::-1, ::-1].reshape(C, kg, R, S))
-    # grad_out dilated by the stride into a buffer whose row j holds the dilated row
-    # j - ((R-1)*dh - top): a valid stride-1 convolution of it gives exactly H x W rows
-    Hb, Wb = H + (R - 1) * dl[0], W + (S - 1) * dl[1]
-    offh, offw = (R - 1) * dl[0] - pads[0], (S - 1) * dl[1] - pads[2]
+    w5 = np.asarray(wa, dtype=cdt).reshape(groups, kg, cg, R, S)
     gon = go if fmt == "NHWC" else go.transpose(0, 2, 3, 1)
-    buf = np.zeros((N, Hb, Wb, K), cdt)
-    ph = _rows_in(P, st[0], offh, Hb)
-    pw = _rows_in(Q, st[1], offw, Wb)
-    if ph[1] > ph[0] and pw[1] > pw[0]:
-        buf[:, ph[0] * st[0] + offh:(ph[1] - 1) * st[0] + offh + 1:st[0],
-            pw[0] * st[1] + offw:(pw[1] - 1) * st[1] + offw + 1:st[1]] = \
-            gon[:, ph[0]:ph[1], pw[0]:pw[1]]
-    geom = (N, K, Hb, Wb, C, R, S, H, W, 1, 1, dl[0], dl[1], groups)
-    _conv.forward(buf, *_pack(wt, groups, cdt), None, res, geom, 0, fmt == "NCHW")
+    # Stride phases: the rows h = a + sh*i of grad_x take only the taps r with
+    # (a + top - r*dh) divisible by sh, from grad_out row i + (a + top - r*dh)/sh. Each phase is
+    # a stride-1 correlation of grad_out with that flipped sub-kernel (at dilation dh/gcd), run on
+    # the forward engine: no multiplication by an inserted zero.
+    for a in range(min(st[0], H)):
+        th = _phase_taps(a, R, st[0], dl[0], pads[0], H, P)
+        for b_ in range(min(st[1], W)):
+            tw = _phase_taps(b_, S, st[1], dl[1], pads[2], W, Q)
+            if th is None or tw is None:
+                continue        # no tap reaches these pixels: their gradient stays zero
+            (rs, oh, dh2, Hi, Lh), (ss, ow, dw2, Wi, Lw) = th, tw
+            # w'[g*cg + c, k, t, u] = w[g*kg + k, c, rs[t], ss[u]]
+            wt = np.ascontiguousarray(w5[:, :, :, rs][:, :, :, :, ss].transpose(0, 2, 1, 3, 4)
+                                      ).reshape(C, kg, len(rs), len(ss))
+            buf = np.zeros((N, Lh, Lw, K), cdt)
+            hs, hd = _window(P, oh, Lh)
+            ws, wd = _window(Q, ow, Lw)
+            if hs.stop > hs.start and ws.stop > ws.start:
+                buf[:, hd:hd + hs.stop - hs.start, wd:wd + ws.stop - ws.start] = gon[:, hs, ws]
+            geom = (N, K, Lh, Lw, C, len(rs), len(ss), Hi, Wi, 1, 1, dh2, dw2, groups)
+            if st == (1, 1):
+                _conv.forward(buf, *_pack(wt, groups, cdt), None, res, geom, 0, fmt == "NCHW")
+                continue
+            part = np.empty((N, C, Hi, Wi) if fmt == "NCHW" else (N, Hi, Wi, C), cdt)
+            _conv.forward(buf, *_pack(wt, groups, cdt), None, part, geom, 0, fmt == "NCHW")
+            if fmt == "NCHW":
+                res[:, :, a::st[0], b_::st[1]] = part
+            else:
+                res[:, a::st[0], b_::st[1], :] = part
     return res if res.dtype == res_dt else res.astype(res_dt)
+
+
+def _phase_taps(a, R, s, d, top, H, P):
+    """Phase a of one spatial dim of the backward by data: (taps r in the order the stride-1
+    correlation reads them, grad_out row of its first tap, its dilation, output rows, buffer
+    rows), or None when no tap lands on the phase."""
+    rows = len(range(a, H, s))
+    taps = [r for r in range(R) if (a + top - r * d) % s == 0]
+    if not taps or rows == 0:
+        return None
+    taps = taps[::-1]                       # grad_out row (a + top - r*d)/s grows as r falls
+    first = (a + top - taps[0] * d) // s
+    step = (taps[0] - taps[1]) * d // s if len(taps) > 1 else 1
+    return taps, first, step, rows, rows + (len(taps) - 1) * step
+
+
+def _window(P, first, length):
+    """grad_out rows [first, first + length) clipped to [0, P): (source slice, buffer offset)."""
+    lo, hi = max(0, first), min(P, first + length)
+    return slice(lo, max(lo, hi)), lo - first
 
 
 def _pointwise_view(a, st, pads, fmt, P, Q):
@@ -531,17 +566,6 @@ def _pointwise_backward_weight(go, x, st, pads, fmt, dims, cdt):
         x2 = np.ascontiguousarray(xs, dtype=cdt).reshape(N * P * Q, C)
         gw = matmul(g2.T, x2)
     return np.ascontiguousarray(gw).reshape(K, C, 1, 1)
-
-
-def _rows_in(P, stride, off, size):
-    """The output rows p (a range) whose dilated position p*stride + off lies in [0, size)."""
-    lo = max(0, -(off // stride)) if off < 0 else 0
-    while lo < P and lo * stride + off < 0:
-        lo += 1
-    hi = P
-    while hi > lo and (hi - 1) * stride + off >= size:
-        hi -= 1
-    return lo, hi
 
 
 def conv2d_backward_weight(grad_out: ArrayLike, x: ArrayLike,
