@@ -20,7 +20,8 @@ cdef extern from "pytpp/conv.h" nogil:
     int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
                                     int64_t nr, int64_t bk)
     void pytpp_conv_pack_weight(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
-                                int64_t nr, int64_t bk, int64_t esz, const void *w, void *wpk)
+                                int64_t nr, int64_t bk, int64_t esz, const void *w,
+                                const int64_t *st, void *wpk)
     int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
                              const pytpp_conv_shape *s, const void *x, const void *wpk,
                              int64_t nr, int64_t bk, const void *bias, int act, void *out,
@@ -55,15 +56,20 @@ def packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups, in
     return pytpp_conv_packed_elems(K, cg, R, S, groups, nr, bk)
 
 
-def pack_weight(cnp.ndarray w, int64_t groups, int64_t nr, int64_t bk, cnp.ndarray wpk):
-    """w (K, C/groups, R, S) C-contiguous -> wpk (packed_elems,) of w's dtype."""
-    cdef int64_t K = cnp.PyArray_DIM(w, 0), cg = cnp.PyArray_DIM(w, 1)
-    cdef int64_t R = cnp.PyArray_DIM(w, 2), S = cnp.PyArray_DIM(w, 3)
-    cdef int64_t esz = cnp.PyArray_ITEMSIZE(w)
-    cdef const void *pw = cnp.PyArray_DATA(w)
+def pack_weight(cnp.ndarray w5, int64_t nr, int64_t bk, cnp.ndarray wpk):
+    """w5 (groups, K/groups, C/groups, R, S), any strides (a view) -> wpk (packed_elems,) of
+    w5's dtype."""
+    cdef int64_t G = cnp.PyArray_DIM(w5, 0), kg = cnp.PyArray_DIM(w5, 1)
+    cdef int64_t cg = cnp.PyArray_DIM(w5, 2), R = cnp.PyArray_DIM(w5, 3)
+    cdef int64_t S = cnp.PyArray_DIM(w5, 4), esz = cnp.PyArray_ITEMSIZE(w5)
+    cdef int64_t st[5]
+    cdef int i
+    for i in range(5):
+        st[i] = cnp.PyArray_STRIDE(w5, i) // esz
+    cdef const void *pw = cnp.PyArray_DATA(w5)
     cdef void *pk = cnp.PyArray_DATA(wpk)
     with nogil:
-        pytpp_conv_pack_weight(K, cg, R, S, groups, nr, bk, esz, pw, pk)
+        pytpp_conv_pack_weight(G * kg, cg, R, S, G, nr, bk, esz, pw, st, pk)
 
 
 cdef pytpp_conv_shape _shape(tuple g):

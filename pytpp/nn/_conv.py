@@ -155,13 +155,16 @@ def _matrix(w, cdt, transposed):
 
 
 def _pack(w, groups, cdt):
-    """(packed array, nr, bk): the engine's weight layout (conv.h) at the active ISA level."""
-    K, cg, R, S = w.shape
-    nr, bk = _conv.blocking(K // groups, np.dtype(cdt) == np.float64)
-    w = np.ascontiguousarray(w, dtype=cdt)
-    wpk = np.empty(_conv.packed_elems(K, cg, R, S, groups, nr, bk), cdt)
-    if w.size:
-        _conv.pack_weight(w, groups, nr, bk, wpk)
+    """(packed array, nr, bk): the engine's weight layout (conv.h) at the active ISA level.
+    w: (K, C/groups, R, S), or already the (groups, K/groups, C/groups, R, S) view to pack (any
+    strides: the packing reads it in place)."""
+    w = np.asarray(w, dtype=cdt)
+    w5 = w if w.ndim == 5 else w.reshape((groups, w.shape[0] // groups) + w.shape[1:])
+    G, kg, cg, R, S = w5.shape
+    nr, bk = _conv.blocking(kg, np.dtype(cdt) == np.float64)
+    wpk = np.empty(_conv.packed_elems(G * kg, cg, R, S, G, nr, bk), cdt)
+    if w5.size:
+        _conv.pack_weight(w5, nr, bk, wpk)
     return wpk, nr, bk
 
 
@@ -472,9 +475,10 @@ def conv2d_backward_data(grad_out: ArrayLike, w: "ArrayLike | PackedConvWeight",
             if th is None or tw is None:
                 continue        # no tap reaches these pixels: their gradient stays zero
             (rs, oh, dh2, Hi, Lh), (ss, ow, dw2, Wi, Lw) = th, tw
-            # w'[g*cg + c, k, t, u] = w[g*kg + k, c, rs[t], ss[u]]
-            wt = np.ascontiguousarray(w5[:, :, :, rs][:, :, :, :, ss].transpose(0, 2, 1, 3, 4)
-                                      ).reshape(C, kg, len(rs), len(ss))
+            # w'[g][c][k][t][u] = w[g*kg + k, c, rs[t], ss[u]]: a strided view (the taps are
+            # an arithmetic progression), packed in place
+            wt = w5[:, :, :, _progression(rs)][:, :, :, :, _progression(ss)].transpose(
+                0, 2, 1, 3, 4)
             buf = np.zeros((N, Lh, Lw, K), cdt)
             hs, hd = _window(P, oh, Lh)
             ws, wd = _window(Q, ow, Lw)
@@ -491,6 +495,13 @@ def conv2d_backward_data(grad_out: ArrayLike, w: "ArrayLike | PackedConvWeight",
             else:
                 res[:, a::st[0], b_::st[1], :] = part
     return res if res.dtype == res_dt else res.astype(res_dt)
+
+
+def _progression(taps):
+    """The taps (an arithmetic progression) as a slice."""
+    step = taps[1] - taps[0] if len(taps) > 1 else 1
+    stop = taps[-1] + step
+    return slice(taps[0], stop if stop >= 0 else None, step)
 
 
 def _phase_taps(a, R, s, d, top, H, P):

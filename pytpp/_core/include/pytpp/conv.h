@@ -38,9 +38,12 @@ void pytpp_conv_blocking(const pytpp_gemm_kernels *gk, int64_t kg, int64_t *nr, 
 /* Elements of the packed weight of (K, C/groups, R, S) with `groups`. */
 int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
                                 int64_t nr, int64_t bk);
-/* w (K, C/groups, R, S) C-contiguous -> the packed layout above; esz 4 or 8. */
+/* w -> the packed layout above; esz 4 or 8. Weight (g, k, c, r, s) (k < K/groups, c < cg) is
+ * read at w + g*st[0] + k*st[1] + c*st[2] + r*st[3] + s*st[4] elements (any signs: the backward
+ * by data packs a flipped, channel-swapped view of the forward weight without a copy). */
 void pytpp_conv_pack_weight(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
-                            int64_t nr, int64_t bk, int64_t esz, const void *w, void *wpk);
+                            int64_t nr, int64_t bk, int64_t esz, const void *w,
+                            const int64_t st[5], void *wpk);
 
 /* out = act(conv(x, w) + bias). x: padded NHWC, C-contiguous (N, H, W, C); wpk: packed weight;
  * bias: K elements or NULL; out: (N, P, Q, K) or, with out_nchw, (N, K, P, Q), C-contiguous.
