@@ -28,7 +28,7 @@ cdef extern from "pytpp/conv.h" nogil:
                              int out_nchw, int nthreads)
     int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
                                      const pytpp_conv_shape *s, const void *x, const void *go,
-                                     void *gw, int nthreads)
+                                     int64_t go_w, void *gw, int nthreads)
     void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t N, int64_t C,
                                      int64_t H, int64_t W, int64_t pt, int64_t pb, int64_t pl,
                                      int64_t pr, const void *x, void *y, int nthreads)
@@ -99,7 +99,8 @@ def forward(cnp.ndarray xp, cnp.ndarray wpk, int64_t nr, int64_t bk, object bias
 
 
 def backward_weight(cnp.ndarray xp, cnp.ndarray go, cnp.ndarray gw, tuple geom):
-    """gw (groups, R, S, C/groups, K/groups) from padded NHWC xp and NHWC go."""
+    """gw (groups, R, S, C/groups, K/groups) from padded NHWC xp and NHWC go (N, P, go_w, K):
+    go_w = Q, or the padded width with zero columns past Q (stride 1: whole-image reductions)."""
     cdef pytpp_conv_shape s = _shape(geom)
     cdef int dt = _dt(xp)
     cdef int isa = active_isa()
@@ -108,10 +109,11 @@ def backward_weight(cnp.ndarray xp, cnp.ndarray go, cnp.ndarray gw, tuple geom):
     cdef const void *px = cnp.PyArray_DATA(xp)
     cdef const void *pg = cnp.PyArray_DATA(go)
     cdef void *pw = cnp.PyArray_DATA(gw)
+    cdef int64_t go_w = cnp.PyArray_DIM(go, 2)
     cdef int nt = num_threads()
     cdef int err
     with nogil:
-        err = pytpp_conv2d_backward_weight(gk, esz, &s, px, pg, pw, nt)
+        err = pytpp_conv2d_backward_weight(gk, esz, &s, px, pg, go_w, pw, nt)
     if err:
         raise MemoryError("pytpp.nn.conv2d_backward_weight: no memory for the batch pointers")
 

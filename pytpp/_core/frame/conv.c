@@ -334,10 +334,15 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
 
 int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
                                  const pytpp_conv_shape *s, const void *x, const void *go,
-                                 void *gw, int nthreads)
+                                 int64_t go_w, void *gw, int nthreads)
 {
     const int64_t cg = s->C / s->groups, kg = s->K / s->groups, RS = s->R * s->S;
-    const int64_t rows = s->N * s->P;                  /* batch entries: one per output row */
+    /* whole images: stride 1 and go rows as wide as the padded input (zero past Q), so an image's
+     * pixels are one reduction of (P - 1) * W + Q steps (the zero columns add nothing); else one
+     * batch entry per output row of Q steps (7 on a 7x7 layer: the kernel's loop overhead won) */
+    const int whole = s->sh == 1 && s->sw == 1 && go_w == s->W;
+    const int64_t rows = whole ? s->N : s->N * s->P;      /* batch entries */
+    const int64_t klen = whole ? (s->P - 1) * s->W + s->Q : s->Q;
     if (cg <= 0 || kg <= 0 || RS <= 0) return 0;
     int nt = nthreads < 1 ? 1 : nthreads;
     /* tasks: (group, r, s, channel block, output channel block); blocks shrink until every
@@ -352,7 +357,7 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
     }
     const int64_t ncb = cdiv(cg, bcw), nkb = cdiv(kg, bkw);
     const int64_t tasks = s->groups * RS * ncb * nkb;
-    const int64_t chunk = imax(1, imin(rows, BWW_CHUNK_BYTES / imax(1, s->Q * (bcw + bkw) * esz)));
+    const int64_t chunk = imax(1, imin(rows, BWW_CHUNK_BYTES / imax(1, klen * (bcw + bkw) * esz)));
     if (nt > tasks) nt = (int)tasks;
     if (rows <= 0 || s->Q <= 0) {     /* no output pixels: a zero gradient */
         memset(gw, 0, (size_t)(s->groups * RS * cg * kg * esz));
@@ -379,12 +384,13 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
                 for (int64_t j0 = 0; j0 < rows; j0 += chunk) {
                     const int64_t nb = imin(chunk, rows - j0);
                     for (int64_t i = 0; i < nb; ++i) {
-                        const int64_t n = (j0 + i) / s->P, p = (j0 + i) % s->P;
+                        const int64_t n = whole ? j0 + i : (j0 + i) / s->P,
+                                      p = whole ? 0 : (j0 + i) % s->P;
                         ptrs[i] = xb + (((n * s->H + p * s->sh + r * s->dh) * s->W + u * s->dw)
                                         * s->C + g * cg + c0) * esz;
-                        ptrs[chunk + i] = gb + ((n * s->P + p) * s->Q * s->K + g * kg + k0) * esz;
+                        ptrs[chunk + i] = gb + ((n * s->P + p) * go_w * s->K + g * kg + k0) * esz;
                     }
-                    sweep(gk, esz, cc, kc, s->Q, nb, ptrs, 1, s->sw * s->C, ptrs + chunk, s->K,
+                    sweep(gk, esz, cc, kc, klen, nb, ptrs, 1, s->sw * s->C, ptrs + chunk, s->K,
                           gk->vl * gk->nv_main, c, kg, j0 ? 1.0 : 0.0, 0);
                 }
             }

@@ -54,10 +54,12 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
                          int nthreads);
 
 /* gw (groups, R, S, C/groups, K/groups) = the weight gradient: sum over n, p, q of
- * x[n, p*sh + r*dh, q*sw + s*dw, c] * go[n, p, q, k]; x padded NHWC, go (N, P, Q, K). */
+ * x[n, p*sh + r*dh, q*sw + s*dw, c] * go[n, p, q, k]; x padded NHWC, go (N, P, go_w, K) with
+ * go_w = Q, or (stride 1 only) go_w = W with zero columns past Q: then each image is one
+ * reduction over its pixels. */
 int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
                                  const pytpp_conv_shape *s, const void *x, const void *go,
-                                 void *gw, int nthreads);
+                                 int64_t go_w, void *gw, int nthreads);
 
 /* Layout transforms (threads over images and rows, the level's transpose kernel per row):
  * x (N, C, H, W) -> y (N, H + pt + pb, W + pl + pr, C), the border zero. */
