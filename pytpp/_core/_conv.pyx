@@ -99,7 +99,7 @@ def forward(cnp.ndarray xp, cnp.ndarray wpk, int64_t nr, int64_t bk, object bias
 
 
 def backward_weight(cnp.ndarray xp, cnp.ndarray go, cnp.ndarray gw, tuple geom):
-    """gw (groups, R, S, C/groups, K/groups) from padded NHWC xp and NHWC go (N, P, go_w, K):
+    """gw (K, C/groups, R, S) from padded NHWC xp and NHWC go (N, P, go_w, K):
     go_w = Q, or the padded width with zero columns past Q (stride 1: whole-image reductions)."""
     cdef pytpp_conv_shape s = _shape(geom)
     cdef int dt = _dt(xp)

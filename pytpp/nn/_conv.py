@@ -631,7 +631,7 @@ def conv2d_backward_weight(grad_out: ArrayLike, x: ArrayLike,
     if R == S == 1 and groups == 1 and go.size and x.size:
         gw = _pointwise_backward_weight(go, x, st, pads, fmt, (N, C, K, P, Q), cdt)
         return gw.astype(res_dt, copy=False), gb.astype(res_dt)
-    gwk = np.zeros((groups, R, S, cg, kg), cdt)
+    gw = np.zeros((K, cg, R, S), cdt)
     if go.size and x.size:
         xp = _to_padded_nhwc(x, fmt, pads, cdt)
         # stride 1 on small images: go widened to the padded width with zero columns, so each
@@ -642,8 +642,7 @@ def conv2d_backward_weight(grad_out: ArrayLike, x: ArrayLike,
             gon = np.ascontiguousarray(gon)
         geom = (N, C, xp.shape[1], xp.shape[2], K, R, S, P, Q, st[0], st[1], dl[0], dl[1],
                 groups)
-        _conv.backward_weight(xp, gon, gwk, geom)
-    gw = np.ascontiguousarray(gwk.transpose(0, 4, 3, 1, 2)).reshape(K, cg, R, S)
+        _conv.backward_weight(xp, gon, gw, geom)
     return gw.astype(res_dt, copy=False), gb.astype(res_dt)
 
 

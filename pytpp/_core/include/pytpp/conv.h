@@ -53,7 +53,7 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
                          int64_t bk, const void *bias, int act, void *out, int out_nchw,
                          int nthreads);
 
-/* gw (groups, R, S, C/groups, K/groups) = the weight gradient: sum over n, p, q of
+/* gw (K, C/groups, R, S) = the weight gradient: sum over n, p, q of
  * x[n, p*sh + r*dh, q*sw + s*dw, c] * go[n, p, q, k]; x padded NHWC, go (N, P, go_w, K) with
  * go_w = Q, or (stride 1 only) go_w = W with zero columns past Q: then each image is one
  * reduction over its pixels. */
