@@ -21,7 +21,7 @@ cdef extern from "pytpp/conv.h" nogil:
                                     int64_t nr, int64_t bk)
     void pytpp_conv_pack_weight(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
                                 int64_t nr, int64_t bk, int64_t esz, const void *w,
-                                const int64_t *st, void *wpk)
+                                const int64_t *st, void *wpk, int nthreads)
     int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
                              const pytpp_conv_shape *s, const void *x, const void *wpk,
                              int64_t nr, int64_t bk, const void *bias, int act, void *out,
@@ -68,8 +68,9 @@ def pack_weight(cnp.ndarray w5, int64_t nr, int64_t bk, cnp.ndarray wpk):
         st[i] = cnp.PyArray_STRIDE(w5, i) // esz
     cdef const void *pw = cnp.PyArray_DATA(w5)
     cdef void *pk = cnp.PyArray_DATA(wpk)
+    cdef int nt = num_threads()
     with nogil:
-        pytpp_conv_pack_weight(G * kg, cg, R, S, G, nr, bk, esz, pw, st, pk)
+        pytpp_conv_pack_weight(G * kg, cg, R, S, G, nr, bk, esz, pw, st, pk, nt)
 
 
 cdef pytpp_conv_shape _shape(tuple g):

@@ -43,7 +43,7 @@ int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int
  * by data packs a flipped, channel-swapped view of the forward weight without a copy). */
 void pytpp_conv_pack_weight(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
                             int64_t nr, int64_t bk, int64_t esz, const void *w,
-                            const int64_t st[5], void *wpk);
+                            const int64_t st[5], void *wpk, int nthreads);
 
 /* out = act(conv(x, w) + bias). x: padded NHWC, C-contiguous (N, H, W, C); wpk: packed weight;
  * bias: K elements or NULL; out: (N, P, Q, K) or, with out_nchw, (N, K, P, Q), C-contiguous.
