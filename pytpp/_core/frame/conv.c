@@ -18,17 +18,11 @@
 static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-#include <stdio.h>
-static int64_t conv_getenv(const char *name, int64_t dflt)   /* TUNING ONLY: removed later */
-{
-    const char *v = getenv(name);
-    return v ? atoll(v) : dflt;
-}
 
 void pytpp_conv_blocking(const pytpp_gemm_kernels *gk, int64_t kg, int64_t *nr, int64_t *bk)
 {
     const int64_t w = (int64_t)gk->vl * gk->nv_main;
-    const int64_t full = w * imax(1, conv_getenv("PYTPP_CONV_BK", CONV_BK) / w);
+    const int64_t full = w * imax(1, CONV_BK / w);
     *nr = w;
     *bk = imin(full, imax(1, cdiv(kg, w)) * w);
 }
@@ -109,7 +103,6 @@ typedef struct fwd_plan {
     int fold;           /* one group, all of C in one block and dw == 1: the S taps of a kernel
                          * row are one k = S*C/groups reduction (contiguous in the input row and
                          * in the packed panel), the batch runs over R only */
-    int pf;             /* prefetching micro-kernel on each panel's first row block */
     int direct;         /* NHWC out and tile rows that map onto output rows at stride K: the
                          * register blocks store into the output itself */
 } fwd_plan;
@@ -121,7 +114,7 @@ typedef struct fwd_plan {
 static void sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int64_t ncol, int64_t k,
                   int64_t nb, const void *const *ap, int64_t rsa, int64_t csa,
                   const void *const *bp, int64_t ldb, int64_t bstep, char *c, int64_t ldc,
-                  double beta, int pf)
+                  double beta)
 {
     const int64_t vl = gk->vl, nvec = cdiv(ncol, vl);
     for (int64_t v0 = 0; v0 < nvec; v0 += gk->nv_main) {
@@ -132,12 +125,7 @@ static void sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int64_t 
         for (int64_t ib = 0, i0 = 0; ib < nib; ++ib) {
             /* near-equal row blocks: 56 rows on 6-row blocks are 6 x 6 + 4 x 5, never a 2 */
             const int64_t mi = m / nib + (ib < m % nib);
-            /* pf: the first row block of a column chunk meets its weight panel cold; the
-             * prefetching kernel fetches batch block i + 1 while it multiplies block i (it reads
-             * ap[nb], bp[nb]: the caller repeats the last block there) */
-            const pytpp_ukr_fn f = pf && ib == 0 ? gk->ukr_pf[nv - 1][mi - 1][masked]
-                                                 : gk->ukr[nv - 1][mi - 1][masked];
-            f(k, nb, ap, i0 * rsa, rsa, csa, bp, v0 / gk->nv_main * bstep, ldb,
+            gk->ukr[nv - 1][mi - 1][masked](k, nb, ap, i0 * rsa, rsa, csa, bp, v0 / gk->nv_main * bstep, ldb,
                                             c + (i0 * ldc + v0 * vl) * esz, ldc, 1.0, beta,
                                             n_last);
             i0 += mi;
@@ -198,7 +186,6 @@ static void fwd_task(const fwd_plan *fp, int64_t t, char *tile, const void **ap,
         else
             for (int64_t rs = 0; rs < RS; ++rs)
                 bp[rs] = wblk + (rs * fp->cg + c0) * fp->nr * esz;
-        bp[nbat] = bp[nbat - 1];
         /* virt: one sweep over rows p0.. as a (np - 1) * W + Q row matrix of stride C (the
          * W - Q rows between output rows are computed and dropped); else one sweep per row */
         const int64_t nseg = fp->virt ? 1 : np;
@@ -211,10 +198,9 @@ static void fwd_task(const fwd_plan *fp, int64_t t, char *tile, const void **ap,
                 for (int64_t r = 0, i = 0; r < s->R; ++r)
                     for (int64_t v = 0; v < s->S; ++v, ++i)
                         ap[i] = base + ((r * s->dh * W + v * s->dw) * C) * esz;
-            ap[nbat] = ap[nbat - 1];
             const int64_t m = fp->virt ? (np - 1) * W + qn : qn;
             sweep(fp->gk, esz, m, kc, fp->fold ? s->S * cc : cc, nbat, ap, s->sw * C, 1, bp,
-                  fp->nr, fp->panel, dst + sg * seg_rows * ldd * esz, ldd, beta, fp->pf);
+                  fp->nr, fp->panel, dst + sg * seg_rows * ldd * esz, ldd, beta);
         }
     }
     if (fp->direct) {   /* bias and activation in place, each output pixel's kc channels */
@@ -285,8 +271,8 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
         fp.nkb = cdiv(fp.kg, fp.bk);
         fp.ldt = fp.bk;
         fp.panel = s->R * s->S * fp.cg * fp.nr;
-        /* channel block: one register block's weight panel (R*S*bc rows of 16 columns) in L1 */
-        fp.bc = imax(1, conv_getenv("PYTPP_CONV_PANEL", CONV_PANEL_BYTES) / (s->R * s->S * 16 * esz));
+        /* channel block: one register block's weight panel (R*S*bc rows of nr columns) in L1 */
+        fp.bc = imax(1, CONV_PANEL_BYTES / (s->R * s->S * fp.nr * esz));
         if (fp.bc >= fp.cg) fp.bc = fp.cg;
         else fp.bc = imax(imin(fp.cg, 32), fp.bc / 8 * 8);   /* k below 32 runs the kernel short */
         /* rows longer than CONV_LONG_ROW (conv1d) are split into blocks of CONV_TILE_ROWS */
@@ -296,17 +282,15 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
         /* the virtual matrix over whole input rows needs unit strides; with W > Q its extra
          * rows cannot land in the output, so a direct NHWC store runs row by row instead */
         fp.virt = s->sh == 1 && s->sw == 1 && fp.nqb == 1;
-        fp.direct = !out_nchw && (!fp.virt || s->W == s->Q) && conv_getenv("PYTPP_CONV_DIRECT", 1);
-        if (!out_nchw && fp.virt && s->W != s->Q && s->Q >= CONV_TILE_ROWS / 2 &&
-            conv_getenv("PYTPP_CONV_DIRECT", 1))
+        fp.direct = !out_nchw && (!fp.virt || s->W == s->Q);
+        if (!out_nchw && fp.virt && s->W != s->Q && s->Q >= CONV_TILE_ROWS / 2)
             fp.virt = 0, fp.direct = 1;   /* long rows: per-row sweeps lose little */
         fp.tw = fp.virt ? s->W : fp.bq;
-        fp.prow = imax(1, imin(s->P, conv_getenv("PYTPP_CONV_ROWS", CONV_TILE_ROWS) / fp.tw));
+        fp.prow = imax(1, imin(s->P, CONV_TILE_ROWS / fp.tw));
         while (fp.prow > 1 && s->N * s->groups * fp.nkb * cdiv(s->P, fp.prow) < 2 * nthreads)
             fp.prow = cdiv(fp.prow, 2);
         fp.npb = cdiv(s->P, fp.prow);
         fp.prow = cdiv(s->P, fp.npb);    /* 7 rows in blocks of 6 are 4 + 3, not 6 + 1 */
-        fp.pf = (int)conv_getenv("PYTPP_CONV_PF", 1);
         tasks = s->N * s->groups * fp.nkb * fp.npb * fp.nqb;
         tile_bytes = (size_t)(fp.prow * fp.tw * fp.ldt * esz);
     }
@@ -451,7 +435,7 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
                     }
                     /* all output channels: chunk j of B sits E*klen*nr elements further */
                     sweep(gk, esz, cc, kg, klen, nb, ptrs, 1, cc, ptrs + chunk, nr,
-                          E * klen * nr, c, kg, j0 ? 1.0 : 0.0, 0);
+                          E * klen * nr, c, kg, j0 ? 1.0 : 0.0);
                 }
             }
         }
