@@ -5,14 +5,15 @@
 #include "pytpp/conv.h"
 #include "pytpp/partition.h"
 
-/* Output channels per weight block: 64 keeps a 3x3 x 32-channel panel slice of one register
- * block's columns (16 fp32) in L1 while the tile's rows sweep it. */
+/* Output channels per task (a multiple of the panel width nr): four AVX2 register blocks. */
 #define CONV_BK 64
-/* Bytes of the weight panel one register block column chunk sweeps per channel block. */
+/* Bytes of the weight panel one register block's columns sweep per channel block: it stays in
+ * L1 (32 KiB on Zen 3) while the block's rows pass (bc = 32 channels for a 3x3 kernel). */
 #define CONV_PANEL_BYTES (20 * 1024)
 /* Tile rows (output pixels) a task aims at: enough rows for the register blocks to amortise the
  * weight panel loads, few enough for the tile to stay in L1/L2. */
 #define CONV_TILE_ROWS 56
+/* Rows longer than this (conv1d) are split into blocks of 4 * CONV_TILE_ROWS pixels. */
 #define CONV_LONG_ROW 1024
 
 static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -125,7 +126,8 @@ static void sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int64_t 
         for (int64_t ib = 0, i0 = 0; ib < nib; ++ib) {
             /* near-equal row blocks: 56 rows on 6-row blocks are 6 x 6 + 4 x 5, never a 2 */
             const int64_t mi = m / nib + (ib < m % nib);
-            gk->ukr[nv - 1][mi - 1][masked](k, nb, ap, i0 * rsa, rsa, csa, bp, v0 / gk->nv_main * bstep, ldb,
+            gk->ukr[nv - 1][mi - 1][masked](k, nb, ap, i0 * rsa, rsa, csa, bp,
+                                            v0 / gk->nv_main * bstep, ldb,
                                             c + (i0 * ldc + v0 * vl) * esz, ldc, 1.0, beta,
                                             n_last);
             i0 += mi;
@@ -275,7 +277,6 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
         fp.bc = imax(1, CONV_PANEL_BYTES / (s->R * s->S * fp.nr * esz));
         if (fp.bc >= fp.cg) fp.bc = fp.cg;
         else fp.bc = imax(imin(fp.cg, 32), fp.bc / 8 * 8);   /* k below 32 runs the kernel short */
-        /* rows longer than CONV_LONG_ROW (conv1d) are split into blocks of CONV_TILE_ROWS */
         fp.bq = s->Q > CONV_LONG_ROW ? CONV_TILE_ROWS * 4 : s->Q;
         fp.nqb = cdiv(s->Q, fp.bq);
         fp.fold = fp.bc == fp.cg && s->dw == 1 && s->groups == 1;
