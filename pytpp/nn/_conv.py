@@ -99,10 +99,12 @@ def _to_padded_nhwc(x, fmt, pads, cdt):
 
 class PackedConvWeight:
     """A convolution weight (K, C/groups, R, S) packed once into the engine's blocked layout
-    ([groups][K blocks][R][S][C/groups][64 output channels]); pass it as conv2d's ``w``.
+    ([groups][K blocks][panels of one register block's width][R][S][C/groups][panel width],
+    docs/conv.md); pass it as conv2d's ``w``.
 
-    The pack holds a copy: later changes to the source array are not seen. Packed in float32 (or
-    float64 for a float64 weight); ``groups`` is given at packing since it shapes the layout.
+    The pack holds a copy: later changes to the source array are not seen. It is made on first
+    use for each (dtype, groups, ISA level's panel width) a call needs, then reused; 1x1 weights
+    keep their (K, C) matrix instead. ``groups`` (optional) packs for that grouping at once.
 
     Examples
     --------
@@ -115,19 +117,21 @@ class PackedConvWeight:
     True
     """
 
-    def __init__(self, w: ArrayLike, groups: int = 1) -> None:
+    def __init__(self, w: ArrayLike, groups: int | None = None) -> None:
         fn = "pytpp.nn.PackedConvWeight"
         w = A.float_operand(w, "w", fn)
         if w.ndim != 4:
             raise ValueError(f"{fn}: w must be (K, C/groups, R, S), got shape {w.shape}")
-        groups = A.int_arg(groups, "groups", fn, 1)
-        if w.shape[0] % groups:
-            raise ValueError(f"{fn}: groups={groups} does not divide K={w.shape[0]}")
         self.shape = tuple(int(s) for s in w.shape)
         self.dtype = w.dtype
-        self.groups = groups
         self._source = np.array(w, copy=True)
         self._packs = {}
+        if groups is not None:
+            groups = A.int_arg(groups, "groups", fn, 1)
+            if w.shape[0] % groups:
+                raise ValueError(f"{fn}: groups={groups} does not divide K={w.shape[0]}")
+            if w.shape[2:] != (1, 1) or groups > 1:
+                self.packed(A.compute_dtype(w.dtype), groups)
 
     def matrix(self, cdt, nhwc):
         """The (K, C) matrix of a 1x1 weight in dtype cdt, or for NHWC its (C, K) transpose,
@@ -138,14 +142,14 @@ class PackedConvWeight:
             self._packs[key] = _matrix(self._source, cdt, nhwc)
         return self._packs[key]
 
-    def packed(self, cdt):
-        """(packed array, nr, bk) for compute dtype cdt at the active ISA level's register
-        block width (packed on first use per width)."""
+    def packed(self, cdt, groups):
+        """(packed array, nr, bk) for compute dtype cdt and `groups` at the active ISA level's
+        register block width (packed on first use)."""
         cdt = np.dtype(cdt)
-        nr, bk = _conv.blocking(self.shape[0] // self.groups, cdt == np.float64)
-        key = (cdt, nr, bk)
+        nr, bk = _conv.blocking(self.shape[0] // groups, cdt == np.float64)
+        key = (cdt, groups, nr, bk)
         if key not in self._packs:
-            self._packs[key] = _pack(self._source, self.groups, cdt)
+            self._packs[key] = _pack(self._source, groups, cdt)
         return self._packs[key]
 
 
@@ -177,7 +181,7 @@ def _weight_arg(w, fn):
     return w, w.shape, w.dtype
 
 
-def _check_channels(C, K, cg, groups, fn, packed_groups=None):
+def _check_channels(C, K, cg, groups, fn):
     if C % groups:
         raise ValueError(f"{fn}: groups={groups} does not divide the {C} input channels")
     if K % groups:
@@ -185,9 +189,6 @@ def _check_channels(C, K, cg, groups, fn, packed_groups=None):
     if C // groups != cg:
         raise ValueError(f"{fn}: channel mismatch: x has {C} channels, so w must have "
                          f"C/groups = {C // groups} per group, but w has {cg}")
-    if packed_groups is not None and packed_groups != groups:
-        raise ValueError(f"{fn}: the PackedConvWeight was packed for groups={packed_groups}, "
-                         f"not groups={groups}")
 
 
 def _geometry(xshape, wshape, stride, padding, dilation, groups, fmt, fn):
@@ -279,8 +280,6 @@ def conv2d(x: ArrayLike, w: "ArrayLike | PackedConvWeight", bias: ArrayLike | No
     N, C, H, W, K, R, S, P, Q, st, dl, pads = _geometry(x.shape, wshape, stride, padding,
                                                         dilation, groups, fmt, fn)
     groups = int(groups)
-    if isinstance(w, PackedConvWeight):
-        _check_channels(C, K, wshape[1], groups, fn, w.groups)
     res_dt = A.result_dtype(x.dtype, w_dt)
     cdt = A.compute_dtype(x.dtype, w_dt)
     b = None
@@ -323,7 +322,7 @@ def _forward(x, w, b, act, fmt, dims, st, dl, pads, groups, cdt, direct_out=None
         return res
     if R == S == 1 and groups == 1 and not any(pads):
         return _pointwise(x, w, b, act, st, fmt, (N, C, K, P, Q), cdt, res)
-    wpk = w.packed(cdt) if isinstance(w, PackedConvWeight) else _pack(w, groups, cdt)
+    wpk = w.packed(cdt, groups) if isinstance(w, PackedConvWeight) else _pack(w, groups, cdt)
     xp = _to_padded_nhwc(x, fmt, pads, cdt)
     geom = (N, C, xp.shape[1], xp.shape[2], K, R, S, P, Q, st[0], st[1], dl[0], dl[1], groups)
     _conv.forward(xp, *wpk, b, res, geom, act, fmt == "NCHW")

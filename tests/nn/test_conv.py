@@ -213,8 +213,10 @@ def test_packed_weight_and_out(rng):
     out64 = np.empty(ref.shape, np.float64)
     conv2d(x, pw, groups=2, padding=1, out=out64)
     np.testing.assert_array_equal(out64, ref)
-    with pytest.raises(ValueError, match="groups"):
-        conv2d(x, pw, groups=1, padding=1)
+    with pytest.raises(ValueError, match="channel mismatch"):
+        conv2d(x, pw, groups=1, padding=1)         # w has C/groups = 4 channels, x 8
+    pw1 = PackedConvWeight(w)                      # packed on first use, for the call's groups
+    np.testing.assert_array_equal(conv2d(x, pw1, groups=2, padding=1), np.zeros_like(ref))
     # out may alias the input
     xs = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
     w1 = rng.standard_normal((4, 4, 1, 1)).astype(np.float32)
