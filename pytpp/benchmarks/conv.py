@@ -32,7 +32,7 @@ QUICK = [0, 2, 4, 8, 16, 20]
 
 def _numpy_im2col(x, w, stride, pad):
     """The baseline a numpy user writes: the patch matrix, then one matmul."""
-    N, C, H, W = x.shape
+    N, C = x.shape[:2]
     K, _, R, S = w.shape
     xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad))) if pad else x
     win = np.lib.stride_tricks.sliding_window_view(xp, (R, S), axis=(2, 3))
@@ -107,7 +107,6 @@ def _backward(h, threads, N, layer):
     label = _label(N, C, H, K, R, stride)
     tx = tw = tgo = None
     if torch is not None:
-        F = torch.nn.functional
         tx = torch.from_numpy(x).contiguous(memory_format=torch.channels_last)
         tw = torch.from_numpy(w).contiguous(memory_format=torch.channels_last)
         tgo = torch.from_numpy(go).contiguous(memory_format=torch.channels_last)

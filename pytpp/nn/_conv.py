@@ -8,9 +8,17 @@ from pytpp._core import _conv
 from pytpp._typing import Array, ArrayLike
 from pytpp.nn import _conv_args as A
 
-__all__ = ["conv2d", "conv2d_backward_data", "conv2d_backward_weight", "PackedConvWeight",
-           "nchw_to_nhwc", "nhwc_to_nchw", "conv1d", "conv1d_backward_data",
-           "conv1d_backward_weight"]
+__all__ = [
+    "PackedConvWeight",
+    "conv1d",
+    "conv1d_backward_data",
+    "conv1d_backward_weight",
+    "conv2d",
+    "conv2d_backward_data",
+    "conv2d_backward_weight",
+    "nchw_to_nhwc",
+    "nhwc_to_nchw",
+]
 
 ALGORITHMS = ("auto", "brgemm", "im2col")
 
@@ -307,7 +315,7 @@ def conv2d(x: ArrayLike, w: "ArrayLike | PackedConvWeight", bias: ArrayLike | No
 
 def _forward(x, w, b, act, fmt, dims, st, dl, pads, groups, cdt, direct_out=None):
     """The BRGEMM engine: x in fmt -> result in fmt (C-contiguous, cdt)."""
-    N, C, H, W, K, R, S, P, Q = dims
+    N, C, _, _, K, R, S, P, Q = dims
     oshape = (N, K, P, Q) if fmt == "NCHW" else (N, P, Q, K)
     res = direct_out if direct_out is not None else np.empty(oshape, cdt)
     if res.size == 0:
@@ -364,7 +372,7 @@ def _im2col_forward(x, w, b, fmt, dims, st, dl, pads, groups, activation, cdt):
     """The baseline: the (N*P*Q, R*S*C/groups) patch matrix of each group times its weight."""
     from pytpp import matmul
     from pytpp.nn import gelu, relu
-    N, C, H, W, K, R, S, P, Q = dims
+    N, C, _, _, K, R, S, P, Q = dims
     wa = w._source if isinstance(w, PackedConvWeight) else w
     xp = _to_padded_nhwc(x, fmt, pads, cdt)
     cg, kg = C // groups, K // groups
@@ -619,13 +627,13 @@ def conv2d_backward_weight(grad_out: ArrayLike, x: ArrayLike,
     fmt = A.data_format(data_format, fn)
     x = A.float_operand(x, "x", fn)
     wshape = _shape_arg(weight_shape, "weight_shape", fn)
-    N, C, H, W, K, R, S, P, Q, st, dl, pads = _geometry(x.shape, wshape, stride, padding,
+    N, C, _, _, K, R, S, P, Q, st, dl, pads = _geometry(x.shape, wshape, stride, padding,
                                                         dilation, groups, fmt, fn)
     groups = int(groups)
     go = _grad_out_arg(grad_out, fmt, N, K, P, Q, fn)
     res_dt = A.result_dtype(go.dtype, x.dtype)
     cdt = A.compute_dtype(go.dtype, x.dtype)
-    cg, kg = C // groups, K // groups
+    cg = C // groups
     gb = go.sum(axis=(0, 2, 3) if fmt == "NCHW" else (0, 1, 2), dtype=np.float64)
     if R == S == 1 and groups == 1 and go.size and x.size:
         gw = _pointwise_backward_weight(go, x, st, pads, fmt, (N, C, K, P, Q), cdt)

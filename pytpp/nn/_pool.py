@@ -7,8 +7,13 @@ import numpy as np
 from pytpp._typing import Array, ArrayLike
 from pytpp.nn import _conv_args as A
 
-__all__ = ["max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "max_pool2d_backward",
-           "avg_pool2d_backward"]
+__all__ = [
+    "adaptive_avg_pool2d",
+    "avg_pool2d",
+    "avg_pool2d_backward",
+    "max_pool2d",
+    "max_pool2d_backward",
+]
 
 
 def _pool_args(x, kernel_size, stride, padding, data_format, fn, name="x"):

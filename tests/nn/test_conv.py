@@ -13,12 +13,19 @@ one rounded once: half a bf16 ulp (2^-8 relative) more.
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from conv_reference import conv2d_backward_ref, conv2d_ref, gelu_ref, pads_of
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import pytpp
-from pytpp.nn import (PackedConvWeight, conv2d, conv2d_backward_data, conv2d_backward_weight,
-                      nchw_to_nhwc, nhwc_to_nchw)
-from conv_reference import conv2d_backward_ref, conv2d_ref, gelu_ref, pads_of
+from pytpp.nn import (
+    PackedConvWeight,
+    conv2d,
+    conv2d_backward_data,
+    conv2d_backward_weight,
+    nchw_to_nhwc,
+    nhwc_to_nchw,
+)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 EPS = {np.dtype(np.float32): float(np.finfo(np.float32).eps),
@@ -65,8 +72,8 @@ def conv_case(draw):
     H = draw(st.integers(max(1, dil[0] * (R - 1) + 1 - pt - pb), 17))
     W = draw(st.integers(max(1, dil[1] * (S - 1) + 1 - pl - pr), 19))
     N = draw(st.sampled_from([1, 1, 2, 3]))
-    return dict(N=N, C=C, H=H, W=W, K=K, R=R, S=S, stride=stride, padding=padding, dil=dil,
-                groups=groups)
+    return {"N": N, "C": C, "H": H, "W": W, "K": K, "R": R, "S": S, "stride": stride, "padding": padding, "dil": dil,
+                "groups": groups}
 
 
 def make(case, rng, dtype=np.float32):
@@ -112,8 +119,8 @@ def test_conv2d_backward_matches_float64_reference(isa, case, fmt, seed):
     go = rng.standard_normal((case["N"], case["K"], P, Q)).astype(np.float32)
     gx_ref, gw_ref, gb_ref = conv2d_backward_ref(go, x, w, *args)
     gx_abs, gw_abs, gb_abs = conv2d_backward_ref(go, x, w, *args, absolute=True)
-    kw = dict(stride=case["stride"], padding=case["padding"], dilation=case["dil"],
-              groups=case["groups"], data_format=fmt)
+    kw = {"stride": case["stride"], "padding": case["padding"], "dilation": case["dil"],
+              "groups": case["groups"], "data_format": fmt}
     gx = conv2d_backward_data(to_fmt(go, fmt), w, to_fmt(x, fmt).shape, **kw)
     gw, gb = conv2d_backward_weight(to_fmt(go, fmt), to_fmt(x, fmt), w.shape, **kw)
     eps = EPS[np.dtype(np.float32)]
@@ -258,32 +265,32 @@ def test_layout_transforms_are_inverse(isa, rng):
 
 
 BAD = [  # (kwargs changes, exception, text the message names)
-    (dict(w=np.zeros((4, 2, 3, 3), np.float32)), ValueError, "channel mismatch"),
-    (dict(groups=2, w=np.zeros((3, 2, 3, 3), np.float32)), ValueError, "groups"),
-    (dict(groups=3), ValueError, "groups"),
-    (dict(w=np.zeros((4, 3, 9, 3), np.float32)), ValueError, "larger than the padded"),
-    (dict(padding=-1), ValueError, "padding"),
-    (dict(stride=0), ValueError, "stride"),
-    (dict(dilation=(1, 0)), ValueError, "dilation"),
-    (dict(bias=np.zeros(5, np.float32)), ValueError, "bias"),
-    (dict(data_format="NWHC"), ValueError, "data_format"),
-    (dict(activation="tanh"), ValueError, "activation"),
-    (dict(algorithm="winograd"), ValueError, "algorithm"),
-    (dict(padding="same", stride=2), ValueError, "same"),
-    (dict(padding="full"), ValueError, "padding"),
-    (dict(stride=1.5), TypeError, "stride"),
-    (dict(out=np.zeros((1, 4, 5, 5), np.float32)), ValueError, "out"),
-    (dict(out=np.zeros((1, 4, 6, 6), np.int32)), TypeError, "out"),
-    (dict(x=np.zeros((1, 3, 8), np.float32)), ValueError, "x"),
-    (dict(x=np.zeros((1, 3, 8, 8), np.int64)), TypeError, "x"),
+    ({"w": np.zeros((4, 2, 3, 3), np.float32)}, ValueError, "channel mismatch"),
+    ({"groups": 2, "w": np.zeros((3, 2, 3, 3), np.float32)}, ValueError, "groups"),
+    ({"groups": 3}, ValueError, "groups"),
+    ({"w": np.zeros((4, 3, 9, 3), np.float32)}, ValueError, "larger than the padded"),
+    ({"padding": -1}, ValueError, "padding"),
+    ({"stride": 0}, ValueError, "stride"),
+    ({"dilation": (1, 0)}, ValueError, "dilation"),
+    ({"bias": np.zeros(5, np.float32)}, ValueError, "bias"),
+    ({"data_format": "NWHC"}, ValueError, "data_format"),
+    ({"activation": "tanh"}, ValueError, "activation"),
+    ({"algorithm": "winograd"}, ValueError, "algorithm"),
+    ({"padding": "same", "stride": 2}, ValueError, "same"),
+    ({"padding": "full"}, ValueError, "padding"),
+    ({"stride": 1.5}, TypeError, "stride"),
+    ({"out": np.zeros((1, 4, 5, 5), np.float32)}, ValueError, "out"),
+    ({"out": np.zeros((1, 4, 6, 6), np.int32)}, TypeError, "out"),
+    ({"x": np.zeros((1, 3, 8), np.float32)}, ValueError, "x"),
+    ({"x": np.zeros((1, 3, 8, 8), np.int64)}, TypeError, "x"),
 ]
 
 
 @pytest.mark.parametrize("change,exc,text", BAD)
 def test_bad_arguments_raise_before_writing(change, exc, text):
-    kw = dict(x=np.ones((1, 3, 8, 8), np.float32), w=np.ones((4, 3, 3, 3), np.float32),
-              bias=None, stride=1, padding=0, dilation=1, groups=1, data_format="NCHW",
-              activation=None, algorithm="auto", out=np.full((1, 4, 6, 6), 7, np.float32))
+    kw = {"x": np.ones((1, 3, 8, 8), np.float32), "w": np.ones((4, 3, 3, 3), np.float32),
+              "bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1, "data_format": "NCHW",
+              "activation": None, "algorithm": "auto", "out": np.full((1, 4, 6, 6), 7, np.float32)}
     kw.update(change)
     out = kw["out"]
     before = out.copy()

@@ -2,10 +2,11 @@
 conv_reference computes by direct sums) and torch; the bound is test_conv.py's."""
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from conv_reference import conv2d_backward_ref, conv2d_ref, pads_of
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pytpp.nn import conv1d, conv1d_backward_data, conv1d_backward_weight
-from conv_reference import conv2d_backward_ref, conv2d_ref, pads_of
 
 EPS32 = float(np.finfo(np.float32).eps)
 
@@ -22,7 +23,7 @@ def within(got, ref, absref, n):
 def test_conv1d_matches_reference(isa, C, K, S, d, stride, pad, W, seed, bias):
     if pad == "same":
         stride = 1
-    pt, pb, pl, pr = pads_of(pad if isinstance(pad, str) else (0, pad), 1, S, (1, d), (1, stride))
+    _, _, pl, pr = pads_of(pad if isinstance(pad, str) else (0, pad), 1, S, (1, d), (1, stride))
     W = max(W, d * (S - 1) + 1 - pl - pr)
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((2, C, W)).astype(np.float32)

@@ -5,10 +5,16 @@ differently for the integer-valued gradients used); averages are within (k + 2) 
 of the float64 value."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pytpp.nn import (adaptive_avg_pool2d, avg_pool2d, avg_pool2d_backward, max_pool2d,
-                      max_pool2d_backward)
+from pytpp.nn import (
+    adaptive_avg_pool2d,
+    avg_pool2d,
+    avg_pool2d_backward,
+    max_pool2d,
+    max_pool2d_backward,
+)
 
 EPS32 = float(np.finfo(np.float32).eps)
 
@@ -125,12 +131,12 @@ def test_padding_never_wins_the_max():
 
 
 @pytest.mark.parametrize("kw,exc,text", [
-    (dict(kernel_size=0), ValueError, "kernel_size"),
-    (dict(kernel_size=2, stride=0), ValueError, "stride"),
-    (dict(kernel_size=2, padding=2), ValueError, "half"),
-    (dict(kernel_size=2, padding=-1), ValueError, "padding"),
-    (dict(kernel_size=9), ValueError, "larger"),
-    (dict(kernel_size=2, data_format="CHW"), ValueError, "data_format"),
+    ({"kernel_size": 0}, ValueError, "kernel_size"),
+    ({"kernel_size": 2, "stride": 0}, ValueError, "stride"),
+    ({"kernel_size": 2, "padding": 2}, ValueError, "half"),
+    ({"kernel_size": 2, "padding": -1}, ValueError, "padding"),
+    ({"kernel_size": 9}, ValueError, "larger"),
+    ({"kernel_size": 2, "data_format": "CHW"}, ValueError, "data_format"),
 ])
 def test_pool_bad_arguments(kw, exc, text):
     x = np.ones((1, 1, 4, 4), np.float32)
