@@ -58,6 +58,17 @@ def test_conv1d_atacworks_shape_matches_torch():
     out = np.empty_like(y)
     assert conv1d(x, w, b, padding="same", dilation=8, activation="relu", out=out) is out
     np.testing.assert_array_equal(out, y)
+    # backward: long rows are cut into 512-pixel batch entries (the last one 408 here)
+    tx = torch.from_numpy(x).double().requires_grad_(True)
+    tw = torch.from_numpy(w).double().requires_grad_(True)
+    tz = torch.nn.functional.conv1d(tx, tw, None, 1, "same", 8)
+    go = rng.standard_normal(tz.shape).astype(np.float32)
+    gx, gw = torch.autograd.grad(tz, (tx, tw), torch.from_numpy(go).double())
+    np.testing.assert_allclose(conv1d_backward_data(go, w, x.shape, 1, "same", 8), gx.numpy(),
+                               rtol=1e-5, atol=1e-4)
+    pw, pb = conv1d_backward_weight(go, x, w.shape, 1, "same", 8)
+    np.testing.assert_allclose(pw, gw.numpy(), rtol=1e-5, atol=2e-3)
+    np.testing.assert_allclose(pb, go.sum(axis=(0, 2), dtype=np.float64), rtol=1e-5, atol=1e-3)
 
 
 def test_conv1d_bad_arguments():

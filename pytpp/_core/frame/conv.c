@@ -365,8 +365,14 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
      * pixels are one reduction of (P - 1) * W + Q steps (the zero columns add nothing); else one
      * batch entry per output row of Q steps (7 on a 7x7 layer: the kernel's loop overhead won) */
     const int whole = s->sh == 1 && s->sw == 1 && go_w == s->W;
-    const int64_t E = whole ? s->N : s->N * s->P;          /* batch entries */
-    const int64_t klen = whole ? (s->P - 1) * s->W + s->Q : s->Q;
+    /* long rows (conv1d) are cut into blocks of CONV_LONG_ROW / 2 pixels, each its own batch
+     * entry (the last one zero-padded in both packs): one 60400-pixel entry made every task pack
+     * and stream the whole row */
+    const int64_t bq = whole ? (s->P - 1) * s->W + s->Q
+                             : (s->Q > CONV_LONG_ROW ? CONV_LONG_ROW / 2 : s->Q);
+    const int64_t nqb = whole ? 1 : cdiv(s->Q, bq);
+    const int64_t E = (whole ? s->N : s->N * s->P) * nqb;  /* batch entries */
+    const int64_t klen = bq;
     const int64_t nr = (int64_t)gk->vl * gk->nv_main, nch = cdiv(kg, nr);
     int nt = nthreads < 1 ? 1 : nthreads;
     /* Both operands are packed so that the kernel's rows are contiguous: go into
@@ -387,14 +393,17 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
 #pragma omp parallel for num_threads(nt) if (nt > 1 && items > 1) schedule(static)
         for (int64_t it = 0; it < items; ++it) {
             const int64_t e = it % E, j = (it / E) % nch, g = it / E / nch;
-            const int64_t n = whole ? e : e / s->P, p = whole ? 0 : e % s->P;
+            const int64_t re = e / nqb, q0 = e % nqb * bq, qn = whole ? klen : imin(bq, s->Q - q0);
+            const int64_t n = whole ? re : re / s->P, p = whole ? 0 : re % s->P;
             const int64_t k0 = j * nr, nk = imin(nr, kg - k0);
-            const char *src = (const char *)go + ((n * s->P + p) * go_w * s->K + g * kg + k0) * esz;
+            const char *src = (const char *)go +
+                              (((n * s->P + p) * go_w + q0) * s->K + g * kg + k0) * esz;
             char *dst = gop + (size_t)it * (size_t)(klen * nr * esz);
-            for (int64_t q = 0; q < klen; ++q) {
+            for (int64_t q = 0; q < qn; ++q) {
                 memcpy(dst + q * nr * esz, src + q * s->K * esz, (size_t)(nk * esz));
                 if (nk < nr) memset(dst + (q * nr + nk) * esz, 0, (size_t)((nr - nk) * esz));
             }
+            if (qn < klen) memset(dst + qn * nr * esz, 0, (size_t)((klen - qn) * nr * esz));
         }
     }
     const int64_t bcw = imin(cg, 64);
@@ -423,14 +432,18 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
                 for (int64_t j0 = 0; j0 < E; j0 += chunk) {
                     const int64_t nb = imin(chunk, E - j0);
                     for (int64_t i = 0; i < nb; ++i) {
-                        const int64_t e = j0 + i;
-                        const int64_t n = whole ? e : e / s->P, p = whole ? 0 : e % s->P;
+                        const int64_t e = j0 + i, re = e / nqb, q0 = e % nqb * bq;
+                        const int64_t qn = whole ? klen : imin(bq, s->Q - q0);
+                        const int64_t n = whole ? re : re / s->P, p = whole ? 0 : re % s->P;
                         const char *src = xb + (((n * s->H + p * s->sh + r * s->dh) * s->W +
-                                                 u * s->dw) * s->C + g * cg + c0) * esz;
+                                                 q0 * s->sw + u * s->dw) * s->C + g * cg + c0)
+                                                   * esz;
                         char *dst = ap + i * klen * cc * esz;
-                        for (int64_t q = 0; q < klen; ++q)
+                        for (int64_t q = 0; q < qn; ++q)
                             memcpy(dst + q * cc * esz, src + q * s->sw * s->C * esz,
                                    (size_t)(cc * esz));
+                        if (qn < klen)
+                            memset(dst + qn * cc * esz, 0, (size_t)((klen - qn) * cc * esz));
                         ptrs[i] = dst;
                         ptrs[chunk + i] = gop + ((g * nch * E + e) * klen * nr) * esz;
                     }
