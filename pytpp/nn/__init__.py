@@ -23,6 +23,11 @@ from pytpp.nn._bert import bert_layer, bert_layer_weights
 from pytpp.nn._norms import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from pytpp.nn._optim import adamw_step, sgd_step, split_sgd_step
 from pytpp.nn._embedding import embedding, embedding_bag, embedding_bag_backward
+from pytpp.nn._conv import (PackedConvWeight, conv1d, conv1d_backward_data,
+                            conv1d_backward_weight, conv2d, conv2d_backward_data,
+                            conv2d_backward_weight, nchw_to_nhwc, nhwc_to_nchw)
+from pytpp.nn._pool import (adaptive_avg_pool2d, avg_pool2d, avg_pool2d_backward, max_pool2d,
+                            max_pool2d_backward)
 
 __all__ = ["mlp", "mlp_backward", "bert_layer", "bert_layer_weights", "relu", "gelu", "tanh", "sigmoid", "exp", "softmax", "dropout", "relu_backward",
            "gelu_backward", "tanh_backward", "sigmoid_backward", "exp_backward",
@@ -31,4 +36,7 @@ __all__ = ["mlp", "mlp_backward", "bert_layer", "bert_layer_weights", "relu", "g
            "batch_norm_backward", "sgd_step", "adamw_step", "split_sgd_step", "linear",
            "linear_backward", "PackedLinear", "scaled_dot_product_attention",
            "scaled_dot_product_attention_backward", "multi_head_attention", "embedding_bag",
-           "embedding_bag_backward", "embedding"]
+           "embedding_bag_backward", "embedding", "conv2d", "conv2d_backward_data",
+           "conv2d_backward_weight", "PackedConvWeight", "nchw_to_nhwc", "nhwc_to_nchw",
+           "conv1d", "conv1d_backward_data", "conv1d_backward_weight", "max_pool2d",
+           "avg_pool2d", "adaptive_avg_pool2d", "max_pool2d_backward", "avg_pool2d_backward"]

@@ -1,0 +1,160 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Glue of the BRGEMM convolutions (pytpp/_core/include/pytpp/conv.h): pointers in, C engine
+out, GIL released. The caller (pytpp.nn._conv) validated everything: arrays C-contiguous (the
+NHWC source of nhwc_pad only needs unit channel stride), float32 or float64, one dtype per call,
+shapes consistent."""
+cimport numpy as cnp
+from libc.stdint cimport int64_t
+from pytpp._core._runtime cimport num_threads, active_isa, level
+from pytpp._core.cengine cimport PYTPP_F64, PYTPP_F32, pytpp_gemm_kernels
+from pytpp._core.celtwise cimport pytpp_ew_kernels
+
+cnp.import_array()
+
+cdef extern from "pytpp/conv.h" nogil:
+    ctypedef struct pytpp_conv_shape:
+        int64_t N, C, H, W, K, R, S, P, Q
+        int64_t sh, sw, dh, dw, groups
+
+    void pytpp_conv_blocking(const pytpp_gemm_kernels *gk, int64_t kg, int64_t *nr, int64_t *bk)
+    int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
+                                    int64_t nr, int64_t bk)
+    void pytpp_conv_pack_weight(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
+                                int64_t nr, int64_t bk, int64_t esz, const void *w,
+                                const int64_t *st, void *wpk, int nthreads)
+    int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
+                             const pytpp_conv_shape *s, const void *x, const void *wpk,
+                             int64_t nr, int64_t bk, const void *bias, int act, void *out,
+                             int out_nchw, int nthreads)
+    int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
+                                     const pytpp_conv_shape *s, const void *x, const void *go,
+                                     int64_t go_w, void *gw, int nthreads)
+    void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t N, int64_t C,
+                                     int64_t H, int64_t W, int64_t pt, int64_t pb, int64_t pl,
+                                     int64_t pr, const void *x, void *y, int nthreads)
+    void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t H, int64_t W,
+                             int64_t sn, int64_t sh, int64_t sw, int64_t pt, int64_t pb,
+                             int64_t pl, int64_t pr, const void *x, void *y, int nthreads)
+    void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
+                                 int64_t W, const void *x, void *y, int nthreads)
+
+
+cdef inline int _dt(cnp.ndarray a):
+    return PYTPP_F64 if cnp.PyArray_TYPE(a) == cnp.NPY_DOUBLE else PYTPP_F32
+
+
+def blocking(int64_t kg, bint f64):
+    """(nr, bk) of the packed layout at the active ISA level for K/groups = kg."""
+    cdef int64_t nr = 0, bk = 0
+    pytpp_conv_blocking(level(active_isa()).brgemm[PYTPP_F64 if f64 else PYTPP_F32], kg, &nr,
+                        &bk)
+    return nr, bk
+
+
+def packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups, int64_t nr,
+                 int64_t bk):
+    return pytpp_conv_packed_elems(K, cg, R, S, groups, nr, bk)
+
+
+def pack_weight(cnp.ndarray w5, int64_t nr, int64_t bk, cnp.ndarray wpk):
+    """w5 (groups, K/groups, C/groups, R, S), any strides (a view) -> wpk (packed_elems,) of
+    w5's dtype."""
+    cdef int64_t G = cnp.PyArray_DIM(w5, 0), kg = cnp.PyArray_DIM(w5, 1)
+    cdef int64_t cg = cnp.PyArray_DIM(w5, 2), R = cnp.PyArray_DIM(w5, 3)
+    cdef int64_t S = cnp.PyArray_DIM(w5, 4), esz = cnp.PyArray_ITEMSIZE(w5)
+    cdef int64_t st[5]
+    cdef int i
+    for i in range(5):
+        st[i] = cnp.PyArray_STRIDE(w5, i) // esz
+    cdef const void *pw = cnp.PyArray_DATA(w5)
+    cdef void *pk = cnp.PyArray_DATA(wpk)
+    cdef int nt = num_threads()
+    with nogil:
+        pytpp_conv_pack_weight(G * kg, cg, R, S, G, nr, bk, esz, pw, st, pk, nt)
+
+
+cdef pytpp_conv_shape _shape(tuple g):
+    cdef pytpp_conv_shape s
+    (s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.P, s.Q, s.sh, s.sw, s.dh, s.dw, s.groups) = g
+    return s
+
+
+def forward(cnp.ndarray xp, cnp.ndarray wpk, int64_t nr, int64_t bk, object bias,
+            cnp.ndarray out, tuple geom, int act, bint out_nchw):
+    """geom: (N, C, Hp, Wp, K, R, S, P, Q, sh, sw, dh, dw, groups); xp padded NHWC."""
+    cdef pytpp_conv_shape s = _shape(geom)
+    cdef int dt = _dt(xp)
+    cdef int isa = active_isa()
+    cdef const pytpp_gemm_kernels *gk = level(isa).brgemm[dt]
+    cdef const pytpp_ew_kernels *ew = level(isa).eltwise[dt]
+    cdef const void *px = cnp.PyArray_DATA(xp)
+    cdef const void *pw = cnp.PyArray_DATA(wpk)
+    cdef const void *pb = NULL if bias is None else cnp.PyArray_DATA(<cnp.ndarray>bias)
+    cdef void *po = cnp.PyArray_DATA(out)
+    cdef int nt = num_threads()
+    cdef int err
+    with nogil:
+        err = pytpp_conv2d_forward(gk, ew, &s, px, pw, nr, bk, pb, act, po, out_nchw, nt)
+    if err:
+        raise MemoryError("pytpp.nn.conv2d: no memory for the tiles")
+
+
+def backward_weight(cnp.ndarray xp, cnp.ndarray go, cnp.ndarray gw, tuple geom):
+    """gw (K, C/groups, R, S) from padded NHWC xp and NHWC go (N, P, go_w, K):
+    go_w = Q, or the padded width with zero columns past Q (stride 1: whole-image reductions)."""
+    cdef pytpp_conv_shape s = _shape(geom)
+    cdef int dt = _dt(xp)
+    cdef int isa = active_isa()
+    cdef const pytpp_gemm_kernels *gk = level(isa).brgemm[dt]
+    cdef int64_t esz = cnp.PyArray_ITEMSIZE(xp)
+    cdef const void *px = cnp.PyArray_DATA(xp)
+    cdef const void *pg = cnp.PyArray_DATA(go)
+    cdef void *pw = cnp.PyArray_DATA(gw)
+    cdef int64_t go_w = cnp.PyArray_DIM(go, 2)
+    cdef int nt = num_threads()
+    cdef int err
+    with nogil:
+        err = pytpp_conv2d_backward_weight(gk, esz, &s, px, pg, go_w, pw, nt)
+    if err:
+        raise MemoryError("pytpp.nn.conv2d_backward_weight: no memory for the batch pointers")
+
+
+def nchw_to_nhwc_pad(cnp.ndarray x, cnp.ndarray y, int64_t pt, int64_t pb, int64_t pl,
+                     int64_t pr):
+    """x (N, C, H, W) C-contiguous -> y (N, H+pt+pb, W+pl+pr, C), border zero."""
+    cdef int dt = _dt(x)
+    cdef const pytpp_ew_kernels *ew = level(active_isa()).eltwise[dt]
+    cdef int64_t N = cnp.PyArray_DIM(x, 0), C = cnp.PyArray_DIM(x, 1)
+    cdef int64_t H = cnp.PyArray_DIM(x, 2), W = cnp.PyArray_DIM(x, 3)
+    cdef const void *px = cnp.PyArray_DATA(x)
+    cdef void *py = cnp.PyArray_DATA(y)
+    cdef int nt = num_threads()
+    with nogil:
+        pytpp_conv_nchw_to_nhwc_pad(ew, N, C, H, W, pt, pb, pl, pr, px, py, nt)
+
+
+def nhwc_pad(cnp.ndarray x, cnp.ndarray y, int64_t pt, int64_t pb, int64_t pl, int64_t pr):
+    """x (N, H, W, C) with unit channel stride -> y (N, H+pt+pb, W+pl+pr, C), border zero."""
+    cdef int64_t esz = cnp.PyArray_ITEMSIZE(x)
+    cdef int64_t N = cnp.PyArray_DIM(x, 0), H = cnp.PyArray_DIM(x, 1)
+    cdef int64_t W = cnp.PyArray_DIM(x, 2), C = cnp.PyArray_DIM(x, 3)
+    cdef int64_t sn = cnp.PyArray_STRIDE(x, 0) // esz, sh = cnp.PyArray_STRIDE(x, 1) // esz
+    cdef int64_t sw = cnp.PyArray_STRIDE(x, 2) // esz
+    cdef const void *px = cnp.PyArray_DATA(x)
+    cdef void *py = cnp.PyArray_DATA(y)
+    cdef int nt = num_threads()
+    with nogil:
+        pytpp_conv_nhwc_pad(esz, N, C, H, W, sn, sh, sw, pt, pb, pl, pr, px, py, nt)
+
+
+def nhwc_to_nchw(cnp.ndarray x, cnp.ndarray y):
+    """x (N, H, W, C) C-contiguous -> y (N, C, H, W) C-contiguous."""
+    cdef int dt = _dt(x)
+    cdef const pytpp_ew_kernels *ew = level(active_isa()).eltwise[dt]
+    cdef int64_t N = cnp.PyArray_DIM(x, 0), H = cnp.PyArray_DIM(x, 1)
+    cdef int64_t W = cnp.PyArray_DIM(x, 2), C = cnp.PyArray_DIM(x, 3)
+    cdef const void *px = cnp.PyArray_DATA(x)
+    cdef void *py = cnp.PyArray_DATA(y)
+    cdef int nt = num_threads()
+    with nogil:
+        pytpp_conv_nhwc_to_nchw(ew, N, C, H, W, px, py, nt)

@@ -1,0 +1,81 @@
+/* 2D convolutions as BRGEMM calls on the level's micro-kernels (paper 000 5.1.4, 001 III-B).
+ *
+ * Activations are NHWC inside the engine: one output row block (pixels x output channels) is a
+ * sum over (channel block, r, s) of input pixel rows times weight panels, one address-mode BRGEMM
+ * whose A blocks are the (r, s)-shifted pixel rows of one padded input image and whose B blocks
+ * are the packed weight panels. The input is padded once per call (the driver never tests a
+ * border); NCHW is converted to padded NHWC on the way in (pytpp_conv_nchw_to_nhwc_pad) and the
+ * output block is transposed back while in cache. Bias and activation are applied to the output
+ * block before it leaves the thread's tile.
+ *
+ * Weights are packed once into [groups][K blocks of bk][column panels of nr][R][S][C/groups][nr]
+ * (zero-filled past K/groups), nr the width of the level's register block (16 fp32 on AVX2): a
+ * register block's weights for one (r, s, channel block) are contiguous rows of nr, so they fill
+ * every L1 set (rows of a 64-wide block at 256-byte stride used a quarter of them and thrashed).
+ * Depthwise weights (one input and one output channel per group) pack as [R][S][C]. */
+#ifndef PYTPP_CONV_H
+#define PYTPP_CONV_H
+#include <stdint.h>
+#include "pytpp/gemm.h"
+#include "pytpp/eltwise.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum pytpp_conv_act { PYTPP_CONV_ACT_NONE = 0, PYTPP_CONV_ACT_RELU = 1, PYTPP_CONV_ACT_GELU = 2 };
+
+/* Geometry of one convolution as the engine sees it: H and W are the PADDED input sizes, P and Q
+ * the output sizes (the caller computed them), C and K the total channels. */
+typedef struct pytpp_conv_shape {
+    int64_t N, C, H, W, K, R, S, P, Q;
+    int64_t sh, sw, dh, dw, groups;
+} pytpp_conv_shape;
+
+/* The packed layout's column panel width nr (one register block: nv_main vectors of the level)
+ * and output channels per block bk (a multiple of nr) for K/groups output channels per group. */
+void pytpp_conv_blocking(const pytpp_gemm_kernels *gk, int64_t kg, int64_t *nr, int64_t *bk);
+/* Elements of the packed weight of (K, C/groups, R, S) with `groups`. */
+int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
+                                int64_t nr, int64_t bk);
+/* w -> the packed layout above; esz 4 or 8. Weight (g, k, c, r, s) (k < K/groups, c < cg) is
+ * read at w + g*st[0] + k*st[1] + c*st[2] + r*st[3] + s*st[4] elements (any signs: the backward
+ * by data packs a flipped, channel-swapped view of the forward weight without a copy). */
+void pytpp_conv_pack_weight(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
+                            int64_t nr, int64_t bk, int64_t esz, const void *w,
+                            const int64_t st[5], void *wpk, int nthreads);
+
+/* out = act(conv(x, w) + bias). x: padded NHWC, C-contiguous (N, H, W, C); wpk: packed weight;
+ * bias: K elements or NULL; out: (N, P, Q, K) or, with out_nchw, (N, K, P, Q), C-contiguous.
+ * Returns 0, or -1 when a thread's tile cannot be allocated. */
+int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
+                         const pytpp_conv_shape *s, const void *x, const void *wpk, int64_t nr,
+                         int64_t bk, const void *bias, int act, void *out, int out_nchw,
+                         int nthreads);
+
+/* gw (K, C/groups, R, S) = the weight gradient: sum over n, p, q of
+ * x[n, p*sh + r*dh, q*sw + s*dw, c] * go[n, p, q, k]; x padded NHWC, go (N, P, go_w, K) with
+ * go_w = Q, or (stride 1 only) go_w = W with zero columns past Q: then each image is one
+ * reduction over its pixels. */
+int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
+                                 const pytpp_conv_shape *s, const void *x, const void *go,
+                                 int64_t go_w, void *gw, int nthreads);
+
+/* Layout transforms (threads over images and rows, the level's transpose kernel per row):
+ * x (N, C, H, W) -> y (N, H + pt + pb, W + pl + pr, C), the border zero. */
+void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
+                                 int64_t W, int64_t pt, int64_t pb, int64_t pl, int64_t pr,
+                                 const void *x, void *y, int nthreads);
+/* x (N, H, W, C) with element strides (sn, sh, sw, 1) -> y (N, H + pt + pb, W + pl + pr, C),
+ * the border zero. */
+void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t H, int64_t W, int64_t sn,
+                         int64_t sh, int64_t sw, int64_t pt, int64_t pb, int64_t pl, int64_t pr,
+                         const void *x, void *y, int nthreads);
+/* x (N, H, W, C) -> y (N, C, H, W), both C-contiguous. */
+void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
+                             int64_t W, const void *x, void *y, int nthreads);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

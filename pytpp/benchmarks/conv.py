@@ -1,0 +1,193 @@
+"""Convolutions: the distinct conv layers of ResNet-50 (the 7x7/2 stem, the 1x1 and 3x3 layers
+of each stage, strided ones included), float32, forward at N = 1 (all layers) and N = 8 (the
+stem and the 3x3 layers; all with --match N=8 outside --quick), backward by data and by weights
+on a subset, and the ATACworks 1D dilated convolution (W = 60400, C = K = 15, S = 51, d = 8).
+
+Peers: torch.nn.functional.conv2d (oneDNN) on NCHW and on channels_last tensors, and numpy
+im2col + matmul (the patch matrix by sliding_window_view, then np.matmul). pytpp runs through
+both of its APIs, NHWC (its natural layout) and NCHW (transposed in and out per call); the
+weight is a PackedConvWeight, as an inference loop holds it. After each group, a summary line:
+the geometric mean over layers of pytpp's better format against torch's better format, and the
+worst layer. GFLOP/s and % of the measured fp32 FMA peak.
+"""
+import math
+
+import numpy as np
+
+from pytpp import nn
+
+# (C, H, K, R, stride, padding): ResNet-50 v1.5, input 224x224
+RESNET50 = [
+    (3, 224, 64, 7, 2, 3),
+    (64, 56, 64, 1, 1, 0), (64, 56, 64, 3, 1, 1), (64, 56, 256, 1, 1, 0), (256, 56, 64, 1, 1, 0),
+    (256, 56, 128, 1, 2, 0), (128, 56, 128, 3, 2, 1), (256, 56, 512, 1, 2, 0),
+    (128, 28, 128, 3, 1, 1), (128, 28, 512, 1, 1, 0), (512, 28, 128, 1, 1, 0),
+    (512, 28, 256, 1, 2, 0), (256, 28, 256, 3, 2, 1), (512, 28, 1024, 1, 2, 0),
+    (256, 14, 256, 3, 1, 1), (256, 14, 1024, 1, 1, 0), (1024, 14, 256, 1, 1, 0),
+    (1024, 14, 512, 1, 2, 0), (512, 14, 512, 3, 2, 1), (1024, 14, 2048, 1, 2, 0),
+    (512, 7, 512, 3, 1, 1), (512, 7, 2048, 1, 1, 0), (2048, 7, 512, 1, 1, 0),
+]
+QUICK = [0, 2, 4, 8, 16, 20]
+
+
+def _numpy_im2col(x, w, stride, pad):
+    """The baseline a numpy user writes: the patch matrix, then one matmul."""
+    N, C = x.shape[:2]
+    K, _, R, S = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad))) if pad else x
+    win = np.lib.stride_tricks.sliding_window_view(xp, (R, S), axis=(2, 3))
+    win = win[:, :, ::stride, ::stride]
+    P, Q = win.shape[2:4]
+    cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(N * P * Q, C * R * S)
+    return (cols @ w.reshape(K, C * R * S).T).reshape(N, P, Q, K)
+
+
+def _label(N, C, H, K, R, stride):
+    return f"conv N={N} C{C} {H}x{H} K{K} {R}x{R}/{stride}"
+
+
+def _forward(h, threads, N, layer, summary):
+    torch = h.torch
+    C, H, K, R, stride, pad = layer
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((N, C, H, H)).astype(np.float32)
+    w = (rng.standard_normal((K, C, R, R)) / math.sqrt(C * R * R)).astype(np.float32)
+    xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    pw = nn.PackedConvWeight(w)
+    P = (H + 2 * pad - R) // stride + 1
+    o_nchw, o_nhwc = np.empty((N, K, P, P), np.float32), np.empty((N, P, P, K), np.float32)
+    impls = [("pytpp NHWC", lambda: nn.conv2d(xh, pw, None, stride, pad, data_format="NHWC",
+                                              out=o_nhwc)),
+             ("pytpp NCHW", lambda: nn.conv2d(x, pw, None, stride, pad, out=o_nchw))]
+    if torch is not None:
+        F = torch.nn.functional
+        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+        txc = tx.contiguous(memory_format=torch.channels_last)
+        twc = tw.contiguous(memory_format=torch.channels_last)
+
+        def run_torch(a, b):
+            with torch.no_grad():
+                return F.conv2d(a, b, None, stride, pad)
+        impls += [("torch NCHW", lambda: run_torch(tx, tw)),
+                  ("torch NHWC", lambda: run_torch(txc, twc))]
+    if N == 1:
+        impls.append(("numpy im2col", lambda: _numpy_im2col(x, w, stride, pad)))
+    res = h.compare(_label(N, C, H, K, R, stride), threads, 2.0 * N * K * P * P * C * R * R,
+                    "GFLOP/s", "f32", impls)
+    if res and torch is not None:
+        t = {name: med for name, med, _ in res}
+        summary.append((min(t["torch NCHW"], t["torch NHWC"]) / min(t["pytpp NHWC"],
+                                                                    t["pytpp NCHW"]),
+                        t["torch NCHW"] / t["pytpp NCHW"]))
+
+
+def _summary(h, what, summary):
+    if not summary:
+        return
+    best = [s[0] for s in summary]
+    nchw = [s[1] for s in summary]
+    geo = math.exp(sum(map(math.log, best)) / len(best))
+    geo_nchw = math.exp(sum(map(math.log, nchw)) / len(nchw))
+    h.out(f"-- {what}: pytpp (better format) over torch (better format): geomean x{geo:.2f}, "
+          f"worst layer x{min(best):.2f}; NCHW API over torch NCHW: geomean x{geo_nchw:.2f}, "
+          f"worst x{min(nchw):.2f} ({len(best)} layers)")
+
+
+def _backward(h, threads, N, layer):
+    torch = h.torch
+    C, H, K, R, stride, pad = layer
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((N, C, H, H)).astype(np.float32)
+    w = (rng.standard_normal((K, C, R, R)) / math.sqrt(C * R * R)).astype(np.float32)
+    P = (H + 2 * pad - R) // stride + 1
+    go = rng.standard_normal((N, K, P, P)).astype(np.float32)
+    xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    goh = np.ascontiguousarray(go.transpose(0, 2, 3, 1))
+    flops = 2.0 * N * K * P * P * C * R * R
+    label = _label(N, C, H, K, R, stride)
+    tx = tw = tgo = None
+    if torch is not None:
+        tx = torch.from_numpy(x).contiguous(memory_format=torch.channels_last)
+        tw = torch.from_numpy(w).contiguous(memory_format=torch.channels_last)
+        tgo = torch.from_numpy(go).contiguous(memory_format=torch.channels_last)
+        txn, twn, tgon = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(go)
+
+        def torch_bd(a, b, g):
+            return torch.ops.aten.convolution_backward(
+                g, a, b, None, (stride, stride), (pad, pad), (1, 1), False, (0, 0), 1,
+                (True, False, False))
+
+        def torch_bw(a, b, g):
+            return torch.ops.aten.convolution_backward(
+                g, a, b, [K], (stride, stride), (pad, pad), (1, 1), False, (0, 0), 1,
+                (False, True, True))
+    impls = [("pytpp NHWC", lambda: nn.conv2d_backward_data(goh, w, xh.shape, stride, pad,
+                                                            data_format="NHWC")),
+             ("pytpp NCHW", lambda: nn.conv2d_backward_data(go, w, x.shape, stride, pad))]
+    if torch is not None:
+        impls += [("torch NCHW", lambda: torch_bd(txn, twn, tgon)),
+                  ("torch NHWC", lambda: torch_bd(tx, tw, tgo))]
+    h.compare(label + " bwd-data", threads, flops, "GFLOP/s", "f32", impls)
+    impls = [("pytpp NHWC", lambda: nn.conv2d_backward_weight(goh, xh, w.shape, stride, pad,
+                                                              data_format="NHWC")),
+             ("pytpp NCHW", lambda: nn.conv2d_backward_weight(go, x, w.shape, stride, pad))]
+    if torch is not None:
+        impls += [("torch NCHW", lambda: torch_bw(txn, twn, tgon)),
+                  ("torch NHWC", lambda: torch_bw(tx, tw, tgo))]
+    h.compare(label + " bwd-weight", threads, flops, "GFLOP/s", "f32", impls)
+
+
+def _atacworks(h, threads, N=1, W=60400, C=15, S=51, d=8):
+    torch = h.torch
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((N, C, W)).astype(np.float32)
+    w = (rng.standard_normal((C, C, S)) / math.sqrt(C * S)).astype(np.float32)
+    b = rng.standard_normal(C).astype(np.float32)
+    out = np.empty((N, C, W), np.float32)
+    impls = [("pytpp", lambda: nn.conv1d(x, w, b, padding="same", dilation=d,
+                                         activation="relu", out=out))]
+    if torch is not None:
+        F = torch.nn.functional
+        tx, tw, tb = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b)
+
+        def run_torch():
+            with torch.no_grad():
+                return torch.relu(F.conv1d(tx, tw, tb, 1, "same", d))
+        impls.append(("torch", run_torch))
+    flops = 2.0 * N * C * W * C * S
+    h.compare(f"conv1d N={N} C=K={C} W={W} S={S} d={d} +relu", threads, flops, "GFLOP/s", "f32",
+              impls)
+    go = rng.standard_normal((N, C, W)).astype(np.float32)
+    impls = [("pytpp bwd-data", lambda: nn.conv1d_backward_data(go, w, x.shape, 1, "same", d)),
+             ("pytpp bwd-weight", lambda: nn.conv1d_backward_weight(go, x, w.shape, 1, "same",
+                                                                    d))]
+    if torch is not None:
+        txr = torch.from_numpy(x).requires_grad_(True)
+        twr = torch.from_numpy(w).requires_grad_(True)
+        ty = torch.nn.functional.conv1d(txr, twr, None, 1, "same", d)
+        tgo = torch.from_numpy(go)
+        impls.append(("torch autograd (both)",
+                      lambda: torch.autograd.grad(ty, (txr, twr), tgo, retain_graph=True)))
+    h.compare(f"conv1d backward C=K={C} W={W} S={S} d={d}", threads, flops, "GFLOP/s", "f32",
+              impls)
+
+
+def run(h):
+    h.header("Convolutions (float32): ResNet-50 layers, forward and backward; ATACworks conv1d")
+    import warnings
+    warnings.filterwarnings("ignore", message="Using padding='same'")
+    layers = [RESNET50[i] for i in QUICK] if h.quick else RESNET50
+    n8 = [l for l in layers if l[3] != 1]                 # the stem and the 3x3 layers
+    for threads in h.threads:
+        h.set_threads(threads)
+        summary = []
+        for layer in layers:
+            _forward(h, threads, 1, layer, summary)
+        _summary(h, f"forward N=1, {threads} thread(s)", summary)
+        summary = []
+        for layer in n8:
+            _forward(h, threads, 8, layer, summary)
+        _summary(h, f"forward N=8 (stem and 3x3), {threads} thread(s)", summary)
+        for i in ([2, 8] if h.quick else [2, 6, 8, 14, 20]):
+            _backward(h, threads, 1, RESNET50[i])
+        _atacworks(h, threads)

@@ -1,0 +1,225 @@
+"""2D max and average pooling with torch's semantics (floor mode; padding never wins the max;
+average pooling counts the zero padding in the divisor), their backward functions, and
+adaptive average pooling. numpy over the kernel taps: each tap is one strided whole-array
+operation, so the cost is R*S passes over the output (pooling is memory-bound)."""
+import numpy as np
+
+from pytpp._typing import Array, ArrayLike
+from pytpp.nn import _conv_args as A
+
+__all__ = [
+    "adaptive_avg_pool2d",
+    "avg_pool2d",
+    "avg_pool2d_backward",
+    "max_pool2d",
+    "max_pool2d_backward",
+]
+
+
+def _pool_args(x, kernel_size, stride, padding, data_format, fn, name="x"):
+    fmt = A.data_format(data_format, fn)
+    x = A.float_operand(x, name, fn)
+    if x.ndim != 4:
+        raise ValueError(f"{fn}: {name} must be 4-D ({fmt}), got shape {x.shape}")
+    k = A.pair(kernel_size, "kernel_size", fn, 1)
+    s = k if stride is None else A.pair(stride, "stride", fn, 1)
+    p = A.pair(padding, "padding", fn, 0)
+    if any(2 * pi > ki for pi, ki in zip(p, k)):
+        raise ValueError(f"{fn}: padding {p} must be at most half the kernel size {k}")
+    xn = x if fmt == "NCHW" else x.transpose(0, 3, 1, 2)
+    H, W = xn.shape[2:]
+    P = A.out_size(H, (p[0], p[0]), k[0], s[0], 1, fn)
+    Q = A.out_size(W, (p[1], p[1]), k[1], s[1], 1, fn)
+    return fmt, x, xn, k, s, p, P, Q
+
+
+def _cdt(dt):
+    return np.float64 if dt == np.float64 else np.float32
+
+
+def _padded(xn, p, fill, cdt):
+    N, C, H, W = xn.shape
+    xp = np.full((N, C, H + 2 * p[0], W + 2 * p[1]), fill, cdt)
+    xp[:, :, p[0]:p[0] + H, p[1]:p[1] + W] = xn
+    return xp
+
+
+def _tap(a, r, c, s, P, Q):
+    return a[:, :, r:r + (P - 1) * s[0] + 1:s[0], c:c + (Q - 1) * s[1] + 1:s[1]]
+
+
+def _finish(yn, fmt, dt):
+    y = yn if fmt == "NCHW" else yn.transpose(0, 2, 3, 1)
+    return np.ascontiguousarray(y).astype(dt, copy=False)
+
+
+def _max_taps(xp, k, s, P, Q, want_index):
+    best = _tap(xp, 0, 0, s, P, Q).copy()
+    idx = np.zeros(best.shape, np.int32) if want_index else None
+    for t in range(1, k[0] * k[1]):
+        v = _tap(xp, t // k[1], t % k[1], s, P, Q)
+        # strictly greater keeps the first maximum (torch's index); NaN wins, as in torch
+        better = (v > best) | (np.isnan(v) & ~np.isnan(best))
+        np.copyto(best, v, where=better)
+        if want_index:
+            idx[better] = t
+    return best, idx
+
+
+def max_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
+               stride: int | tuple[int, int] | None = None,
+               padding: int | tuple[int, int] = 0, *, data_format: str = "NCHW") -> Array:
+    """2D max pooling (``torch.nn.functional.max_pool2d``, floor mode): padding is -inf, so it
+    never wins the max.
+
+    Parameters
+    ----------
+    x : array_like
+        (N, C, H, W), or (N, H, W, C) with ``data_format="NHWC"``; a float dtype.
+    kernel_size : int or pair
+    stride : int or pair, optional
+        Defaults to kernel_size.
+    padding : int or pair, optional
+        At most half the kernel size, as torch.
+    data_format : {"NCHW", "NHWC"}
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    >>> pytpp.nn.max_pool2d(x, 2)[0, 0]
+    array([[ 5.,  7.],
+           [13., 15.]], dtype=float32)
+    """
+    fn = "pytpp.nn.max_pool2d"
+    fmt, x, xn, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
+    cdt = _cdt(x.dtype)
+    best, _ = _max_taps(_padded(xn, p, -np.inf, cdt), k, s, P, Q, False)
+    return _finish(best, fmt, x.dtype)
+
+
+def avg_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
+               stride: int | tuple[int, int] | None = None,
+               padding: int | tuple[int, int] = 0, *, data_format: str = "NCHW") -> Array:
+    """2D average pooling (``torch.nn.functional.avg_pool2d`` with its defaults: floor mode, the
+    zero padding counted in the divisor kernel_h * kernel_w).
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.avg_pool2d(np.ones((1, 1, 2, 2), np.float32), 2, padding=1)[0, 0]
+    array([[0.25, 0.25],
+           [0.25, 0.25]], dtype=float32)
+    """
+    fn = "pytpp.nn.avg_pool2d"
+    fmt, x, xn, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
+    cdt = _cdt(x.dtype)
+    xp = _padded(xn, p, 0, cdt)
+    acc = _tap(xp, 0, 0, s, P, Q).copy()
+    for t in range(1, k[0] * k[1]):
+        acc += _tap(xp, t // k[1], t % k[1], s, P, Q)
+    acc *= cdt(1.0) / cdt(k[0] * k[1])
+    return _finish(acc, fmt, x.dtype)
+
+
+def _grad_arg(grad_out, fmt, N, C, P, Q, fn):
+    g = A.float_operand(grad_out, "grad_out", fn)
+    want = (N, C, P, Q) if fmt == "NCHW" else (N, P, Q, C)
+    if g.shape != want:
+        raise ValueError(f"{fn}: grad_out must have shape {want}, got {g.shape}")
+    return g if fmt == "NCHW" else g.transpose(0, 3, 1, 2)
+
+
+def max_pool2d_backward(grad_out: ArrayLike, x: ArrayLike, kernel_size: int | tuple[int, int],
+                        stride: int | tuple[int, int] | None = None,
+                        padding: int | tuple[int, int] = 0, *,
+                        data_format: str = "NCHW") -> Array:
+    """Gradient of :func:`max_pool2d`: each output's gradient goes to the first maximum of its
+    window (torch's index), summed where windows overlap.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> x = np.array([[[[1, 3], [2, 0]]]], np.float32)
+    >>> pytpp.nn.max_pool2d_backward(np.ones((1, 1, 1, 1), np.float32), x, 2)[0, 0]
+    array([[0., 1.],
+           [0., 0.]], dtype=float32)
+    """
+    fn = "pytpp.nn.max_pool2d_backward"
+    fmt, x, xn, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
+    N, C, H, W = xn.shape
+    g = _grad_arg(grad_out, fmt, N, C, P, Q, fn)
+    cdt = _cdt(np.result_type(x.dtype, g.dtype) if g.dtype != x.dtype else x.dtype)
+    _, idx = _max_taps(_padded(xn, p, -np.inf, cdt), k, s, P, Q, True)
+    gxp = np.zeros((N, C, H + 2 * p[0], W + 2 * p[1]), cdt)
+    g = g.astype(cdt, copy=False)
+    for t in range(k[0] * k[1]):
+        _tap(gxp, t // k[1], t % k[1], s, P, Q)[...] += np.where(idx == t, g, 0)
+    return _finish(gxp[:, :, p[0]:p[0] + H, p[1]:p[1] + W], fmt, x.dtype)
+
+
+def avg_pool2d_backward(grad_out: ArrayLike, x: ArrayLike, kernel_size: int | tuple[int, int],
+                        stride: int | tuple[int, int] | None = None,
+                        padding: int | tuple[int, int] = 0, *,
+                        data_format: str = "NCHW") -> Array:
+    """Gradient of :func:`avg_pool2d`: each output's gradient / (kernel_h * kernel_w) to every
+    element of its window (padding included, then cropped).
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> pytpp.nn.avg_pool2d_backward(np.ones((1, 1, 1, 1), np.float32),
+    ...                              np.zeros((1, 1, 2, 2), np.float32), 2)[0, 0]
+    array([[0.25, 0.25],
+           [0.25, 0.25]], dtype=float32)
+    """
+    fn = "pytpp.nn.avg_pool2d_backward"
+    fmt, x, xn, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
+    N, C, H, W = xn.shape
+    g = _grad_arg(grad_out, fmt, N, C, P, Q, fn)
+    cdt = _cdt(x.dtype)
+    gs = g.astype(cdt) * (cdt(1.0) / cdt(k[0] * k[1]))
+    gxp = np.zeros((N, C, H + 2 * p[0], W + 2 * p[1]), cdt)
+    for t in range(k[0] * k[1]):
+        _tap(gxp, t // k[1], t % k[1], s, P, Q)[...] += gs
+    return _finish(gxp[:, :, p[0]:p[0] + H, p[1]:p[1] + W], fmt, x.dtype)
+
+
+def adaptive_avg_pool2d(x: ArrayLike, output_size: int | tuple[int, int], *,
+                        data_format: str = "NCHW") -> Array:
+    """Adaptive average pooling (``torch.nn.functional.adaptive_avg_pool2d``): output cell i
+    averages input rows floor(i*H/OH) .. ceil((i+1)*H/OH) - 1 (columns alike), by sums of an
+    integral image.
+
+    Examples
+    --------
+    >>> import numpy as np, pytpp
+    >>> x = np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3)
+    >>> pytpp.nn.adaptive_avg_pool2d(x, 1)[0, 0]
+    array([[4.]], dtype=float32)
+    >>> pytpp.nn.adaptive_avg_pool2d(x, 2)[0, 0]
+    array([[2., 3.],
+           [5., 6.]], dtype=float32)
+    """
+    fn = "pytpp.nn.adaptive_avg_pool2d"
+    fmt = A.data_format(data_format, fn)
+    x = A.float_operand(x, "x", fn)
+    if x.ndim != 4:
+        raise ValueError(f"{fn}: x must be 4-D ({fmt}), got shape {x.shape}")
+    OH, OW = A.pair(output_size, "output_size", fn, 1)
+    xn = x if fmt == "NCHW" else x.transpose(0, 3, 1, 2)
+    N, C, H, W = xn.shape
+    if H == 0 or W == 0:
+        raise ValueError(f"{fn}: x has an empty spatial size {(H, W)}")
+    cdt = _cdt(x.dtype)
+    # integral image in float64: the differences of large prefix sums keep float32's accuracy
+    ii = np.zeros((N, C, H + 1, W + 1))
+    ii[:, :, 1:, 1:] = np.cumsum(np.cumsum(xn, axis=2, dtype=np.float64), axis=3)
+    h0 = np.arange(OH) * H // OH
+    h1 = -((-(np.arange(OH) + 1) * H) // OH)
+    w0 = np.arange(OW) * W // OW
+    w1 = -((-(np.arange(OW) + 1) * W) // OW)
+    tot = (ii[:, :, h1][:, :, :, w1] - ii[:, :, h0][:, :, :, w1]
+           - ii[:, :, h1][:, :, :, w0] + ii[:, :, h0][:, :, :, w0])
+    y = tot / ((h1 - h0)[:, None] * (w1 - w0)[None, :])
+    return _finish(y.astype(cdt), fmt, x.dtype)

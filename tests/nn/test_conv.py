@@ -1,0 +1,314 @@
+"""conv2d, its backward functions and the layout transforms against a float64 numpy reference
+(conv_reference.py) and torch, at every ISA level.
+
+Tolerances: every output is a sum of n = C/groups * R * S products (backward: the matching
+sums). A float32 (float64) sum of n terms computed in any order is within n * eps * sum|terms|
+of the exact sum (Higham's bound for recursive summation, each product exact in the double
+rounding sense up to one more eps); the checks use (n + 2) * eps * sum|terms| per element, with
+sum|terms| from the same reference on |x| and |w|. An activation moves an error by at most its
+Lipschitz constant (1 for relu, 1.13 for gelu) plus the kernel's own rounding (a few ulp of the
+result: 8 * eps * |y| added). bfloat16 input is widened exactly, so its result is the float32
+one rounded once: half a bf16 ulp (2^-8 relative) more.
+"""
+import ml_dtypes
+import numpy as np
+import pytest
+from conv_reference import conv2d_backward_ref, conv2d_ref, gelu_ref, pads_of
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pytpp
+from pytpp.nn import (
+    PackedConvWeight,
+    conv2d,
+    conv2d_backward_data,
+    conv2d_backward_weight,
+    nchw_to_nhwc,
+    nhwc_to_nchw,
+)
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+EPS = {np.dtype(np.float32): float(np.finfo(np.float32).eps),
+       np.dtype(np.float64): float(np.finfo(np.float64).eps)}
+HYP = settings(max_examples=40, deadline=None,
+               suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def to_fmt(a, fmt):
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)) if fmt == "NHWC" else a
+
+
+def from_fmt(a, fmt):
+    return a.transpose(0, 3, 1, 2) if fmt == "NHWC" else a
+
+
+def assert_within(got, ref, absref, n, eps, extra=0.0):
+    tol = (n + 2) * eps * absref + (8 * eps + extra) * np.abs(ref) + 1e-300
+    err = np.abs(np.asarray(got, np.float64) - ref)
+    bad = err > tol
+    assert not bad.any(), (f"{bad.sum()} of {bad.size} elements beyond the bound; worst "
+                           f"{(err - tol).max():.3g}")
+
+
+@st.composite
+def conv_case(draw):
+    groups = draw(st.sampled_from([1, 1, 1, 2, 3, "dw"]))
+    if groups == "dw":
+        C = draw(st.integers(1, 9))
+        groups, cg, K = C, 1, C
+    else:
+        cg = draw(st.integers(1, 9))
+        C = cg * groups
+        K = groups * draw(st.integers(1, 11))
+    R, S = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    dil = (draw(st.integers(1, 3)), draw(st.integers(1, 2)))
+    padding = draw(st.sampled_from(["int", "pair", "same", "valid"]))
+    stride = (1, 1) if padding == "same" else (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    if padding == "int":
+        padding = draw(st.integers(0, 3))
+    elif padding == "pair":
+        padding = (draw(st.integers(0, 3)), draw(st.integers(0, 2)))
+    pt, pb, pl, pr = pads_of(padding, R, S, dil, stride)
+    H = draw(st.integers(max(1, dil[0] * (R - 1) + 1 - pt - pb), 17))
+    W = draw(st.integers(max(1, dil[1] * (S - 1) + 1 - pl - pr), 19))
+    N = draw(st.sampled_from([1, 1, 2, 3]))
+    return {"N": N, "C": C, "H": H, "W": W, "K": K, "R": R, "S": S, "stride": stride, "padding": padding, "dil": dil,
+                "groups": groups}
+
+
+def make(case, rng, dtype=np.float32):
+    x = rng.standard_normal((case["N"], case["C"], case["H"], case["W"])).astype(dtype)
+    w = rng.standard_normal((case["K"], case["C"] // case["groups"], case["R"],
+                             case["S"])).astype(dtype)
+    return x, w
+
+
+@HYP
+@given(case=conv_case(), fmt=st.sampled_from(["NCHW", "NHWC"]),
+       dtype=st.sampled_from([np.float32, np.float64]),
+       act=st.sampled_from([None, "relu", "gelu"]), use_bias=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_conv2d_matches_float64_reference(isa, case, fmt, dtype, act, use_bias, seed):
+    rng = np.random.default_rng(seed)
+    x, w = make(case, rng, dtype)
+    b = rng.standard_normal(case["K"]).astype(dtype) if use_bias else None
+    pads = pads_of(case["padding"], case["R"], case["S"], case["dil"], case["stride"])
+    args = (case["stride"], pads, case["dil"], case["groups"])
+    ref = conv2d_ref(x, w, b, *args)
+    absref = conv2d_ref(x, w, b, *args, absolute=True)
+    if act == "relu":
+        ref = np.maximum(ref, 0)
+    elif act == "gelu":
+        ref, absref = gelu_ref(ref), 1.13 * absref
+    y = conv2d(to_fmt(x, fmt), w, b, case["stride"], case["padding"], case["dil"],
+               case["groups"], data_format=fmt, activation=act)
+    assert y.dtype == dtype
+    assert y.shape == to_fmt(ref, fmt).shape
+    n = case["C"] // case["groups"] * case["R"] * case["S"]
+    assert_within(from_fmt(y, fmt), ref, absref, n, EPS[np.dtype(dtype)])
+
+
+@HYP
+@given(case=conv_case(), fmt=st.sampled_from(["NCHW", "NHWC"]), seed=st.integers(0, 2**16))
+def test_conv2d_backward_matches_float64_reference(isa, case, fmt, seed):
+    rng = np.random.default_rng(seed)
+    x, w = make(case, rng)
+    pads = pads_of(case["padding"], case["R"], case["S"], case["dil"], case["stride"])
+    args = (case["stride"], pads, case["dil"], case["groups"])
+    P, Q = conv2d_ref(x[:1, :, :, :], w, None, *args).shape[2:]
+    go = rng.standard_normal((case["N"], case["K"], P, Q)).astype(np.float32)
+    gx_ref, gw_ref, gb_ref = conv2d_backward_ref(go, x, w, *args)
+    gx_abs, gw_abs, gb_abs = conv2d_backward_ref(go, x, w, *args, absolute=True)
+    kw = {"stride": case["stride"], "padding": case["padding"], "dilation": case["dil"],
+              "groups": case["groups"], "data_format": fmt}
+    gx = conv2d_backward_data(to_fmt(go, fmt), w, to_fmt(x, fmt).shape, **kw)
+    gw, gb = conv2d_backward_weight(to_fmt(go, fmt), to_fmt(x, fmt), w.shape, **kw)
+    eps = EPS[np.dtype(np.float32)]
+    kg = case["K"] // case["groups"]
+    assert gx.shape == to_fmt(x, fmt).shape and gx.dtype == np.float32
+    assert gw.shape == w.shape and gb.shape == (case["K"],)
+    assert_within(from_fmt(gx, fmt), gx_ref, gx_abs, kg * case["R"] * case["S"], eps)
+    assert_within(gw, gw_ref, gw_abs, case["N"] * P * Q, eps)
+    assert_within(gb, gb_ref, gb_abs, case["N"] * P * Q, eps)
+
+
+RESNET_LIKE = [  # (C, H, K, R, stride, padding)
+    (3, 23, 16, 7, 2, 3), (16, 15, 24, 1, 1, 0), (16, 15, 16, 3, 1, 1), (24, 15, 40, 1, 2, 0),
+    (24, 15, 24, 3, 2, 1), (70, 9, 130, 3, 1, 1), (130, 7, 70, 1, 1, 0)]
+
+
+@pytest.mark.parametrize("C,H,K,R,stride,pad", RESNET_LIKE)
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_conv2d_resnet_like_shapes(isa, rng, C, H, K, R, stride, pad, fmt):
+    x = rng.standard_normal((2, C, H, H + 2)).astype(np.float32)
+    w = rng.standard_normal((K, C, R, R)).astype(np.float32)
+    b = rng.standard_normal(K).astype(np.float32)
+    pads = (pad,) * 4
+    ref = np.maximum(conv2d_ref(x, w, b, (stride, stride), pads), 0)
+    absref = conv2d_ref(x, w, b, (stride, stride), pads, absolute=True)
+    for algorithm in ["auto", "brgemm", "im2col"]:
+        y = conv2d(to_fmt(x, fmt), w, b, stride, pad, data_format=fmt, activation="relu",
+                   algorithm=algorithm)
+        assert_within(from_fmt(y, fmt), ref, absref, C * R * R, EPS[np.dtype(np.float32)])
+
+
+@pytest.mark.filterwarnings("ignore:Using padding=.same.")
+def test_conv2d_matches_torch(rng, threads):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    for (N, C, H, W, K, R, S, stride, pad, dil, groups) in [
+            (1, 64, 17, 15, 32, 3, 3, 1, 1, 1, 1), (3, 12, 13, 9, 18, 2, 4, 1, "same", (2, 1), 3),
+            (2, 32, 11, 11, 32, 3, 3, 2, 1, 1, 32), (1, 5, 30, 33, 1, 5, 5, 3, 2, 2, 1),
+            (2, 1, 9, 9, 7, 3, 1, 1, (1, 0), 1, 1)]:
+        x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+        w = rng.standard_normal((K, C // groups, R, S)).astype(np.float32)
+        b = rng.standard_normal(K).astype(np.float32)
+        tx = torch.from_numpy(x).double().requires_grad_(True)
+        tw = torch.from_numpy(w).double().requires_grad_(True)
+        tb = torch.from_numpy(b).double().requires_grad_(True)
+        ty = F.gelu(F.conv2d(tx, tw, tb, stride, pad, dil, groups))
+        y = conv2d(x, w, b, stride, pad, dil, groups, activation="gelu")
+        np.testing.assert_allclose(y, ty.detach().numpy(), rtol=2e-5, atol=2e-5 * np.sqrt(C * R * S))
+        tz = F.conv2d(tx, tw, tb, stride, pad, dil, groups)
+        go = rng.standard_normal(tz.shape).astype(np.float32)
+        gx, gw, gb = torch.autograd.grad(tz, (tx, tw, tb), torch.from_numpy(go).double())
+        scale = np.sqrt(go.size)
+        np.testing.assert_allclose(conv2d_backward_data(go, w, x.shape, stride, pad, dil, groups),
+                                   gx.numpy(), rtol=2e-5, atol=2e-5 * scale)
+        pw, pb = conv2d_backward_weight(go, x, w.shape, stride, pad, dil, groups)
+        np.testing.assert_allclose(pw, gw.numpy(), rtol=2e-5, atol=2e-5 * scale)
+        np.testing.assert_allclose(pb, gb.numpy(), rtol=2e-5, atol=2e-5 * scale)
+
+
+def test_threads_give_the_one_thread_result(rng):
+    x = rng.standard_normal((3, 40, 19, 21)).astype(np.float32)
+    w = rng.standard_normal((72, 40, 3, 3)).astype(np.float32)
+    old = pytpp.get_num_threads()
+    try:
+        pytpp.set_num_threads(1)
+        y1 = conv2d(x, w, padding=1)
+        pytpp.set_num_threads(2)
+        y2 = conv2d(x, w, padding=1)
+    finally:
+        pytpp.set_num_threads(old)
+    np.testing.assert_array_equal(y1, y2)
+
+
+def test_noncontiguous_and_fortran_input(isa, rng):
+    big = rng.standard_normal((2, 12, 21, 25)).astype(np.float32)
+    x = big[:, ::2, 1::2, ::-2]                       # strided, negative stride
+    w = rng.standard_normal((9, 6, 3, 3)).astype(np.float32)
+    ref = conv2d(np.ascontiguousarray(x), w, padding=1)
+    np.testing.assert_array_equal(conv2d(x, w, padding=1), ref)
+    np.testing.assert_array_equal(conv2d(np.asfortranarray(x), w, padding=1), ref)
+    xh = big.transpose(0, 2, 3, 1)[:, ::2, :, ::2]    # NHWC view with channel stride 2
+    refh = conv2d(np.ascontiguousarray(xh), w, padding=1, data_format="NHWC")
+    np.testing.assert_array_equal(conv2d(xh, w, padding=1, data_format="NHWC"), refh)
+
+
+def test_packed_weight_and_out(rng):
+    x = rng.standard_normal((2, 8, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((16, 4, 3, 3)).astype(np.float32)
+    pw = PackedConvWeight(w, groups=2)
+    ref = conv2d(x, w, groups=2, padding=1)
+    np.testing.assert_array_equal(conv2d(x, pw, groups=2, padding=1), ref)
+    w[...] = 0                                        # the pack holds a copy
+    np.testing.assert_array_equal(conv2d(x, pw, groups=2, padding=1), ref)
+    out = np.empty_like(ref)
+    assert conv2d(x, pw, groups=2, padding=1, out=out) is out
+    np.testing.assert_array_equal(out, ref)
+    out64 = np.empty(ref.shape, np.float64)
+    conv2d(x, pw, groups=2, padding=1, out=out64)
+    np.testing.assert_array_equal(out64, ref)
+    with pytest.raises(ValueError, match="channel mismatch"):
+        conv2d(x, pw, groups=1, padding=1)         # w has C/groups = 4 channels, x 8
+    pw1 = PackedConvWeight(w)                      # packed on first use, for the call's groups
+    np.testing.assert_array_equal(conv2d(x, pw1, groups=2, padding=1), np.zeros_like(ref))
+    # out may alias the input
+    xs = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    w1 = rng.standard_normal((4, 4, 1, 1)).astype(np.float32)
+    ref1 = conv2d(xs, w1)
+    conv2d(xs, w1, out=xs)
+    np.testing.assert_array_equal(xs, ref1)
+
+
+def test_bfloat16_rounds_the_float32_result_once(rng):
+    x = rng.standard_normal((2, 6, 9, 8)).astype(BF16)
+    w = rng.standard_normal((5, 6, 3, 3)).astype(BF16)
+    y = conv2d(x, w, padding=1)
+    assert y.dtype == BF16
+    y32 = conv2d(x.astype(np.float32), w.astype(np.float32), padding=1)
+    np.testing.assert_array_equal(y.view(np.uint16), y32.astype(BF16).view(np.uint16))
+    out = np.empty(y.shape, np.float32)
+    conv2d(x, w, padding=1, out=out)
+    np.testing.assert_array_equal(out, y32)
+
+
+def test_zero_sizes(rng):
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    assert conv2d(np.zeros((0, 3, 5, 5), np.float32), w).shape == (0, 4, 3, 3)
+    y = conv2d(np.zeros((1, 0, 5, 5), np.float32), np.zeros((4, 0, 3, 3), np.float32),
+               np.arange(4, dtype=np.float32))
+    np.testing.assert_array_equal(y, np.broadcast_to(np.arange(4.0)[:, None, None], (1, 4, 3, 3)))
+    gw, gb = conv2d_backward_weight(np.zeros((0, 4, 3, 3), np.float32),
+                                    np.zeros((0, 3, 5, 5), np.float32), w.shape)
+    assert not gw.any() and not gb.any()
+
+
+def test_layout_transforms_are_inverse(isa, rng):
+    x = rng.standard_normal((2, 5, 7, 3)).astype(np.float32)
+    y = nchw_to_nhwc(x, (1, 2, 0, 3))
+    assert y.shape == (2, 10, 6, 5)
+    np.testing.assert_array_equal(y[:, 1:8, 0:3], x.transpose(0, 2, 3, 1))
+    assert not y[:, 0].any() and not y[:, 8:].any() and not y[:, :, 3:].any()
+    np.testing.assert_array_equal(nhwc_to_nchw(nchw_to_nhwc(x)), x)
+
+
+BAD = [  # (kwargs changes, exception, text the message names)
+    ({"w": np.zeros((4, 2, 3, 3), np.float32)}, ValueError, "channel mismatch"),
+    ({"groups": 2, "w": np.zeros((3, 2, 3, 3), np.float32)}, ValueError, "groups"),
+    ({"groups": 3}, ValueError, "groups"),
+    ({"w": np.zeros((4, 3, 9, 3), np.float32)}, ValueError, "larger than the padded"),
+    ({"padding": -1}, ValueError, "padding"),
+    ({"stride": 0}, ValueError, "stride"),
+    ({"dilation": (1, 0)}, ValueError, "dilation"),
+    ({"bias": np.zeros(5, np.float32)}, ValueError, "bias"),
+    ({"data_format": "NWHC"}, ValueError, "data_format"),
+    ({"activation": "tanh"}, ValueError, "activation"),
+    ({"algorithm": "winograd"}, ValueError, "algorithm"),
+    ({"padding": "same", "stride": 2}, ValueError, "same"),
+    ({"padding": "full"}, ValueError, "padding"),
+    ({"stride": 1.5}, TypeError, "stride"),
+    ({"out": np.zeros((1, 4, 5, 5), np.float32)}, ValueError, "out"),
+    ({"out": np.zeros((1, 4, 6, 6), np.int32)}, TypeError, "out"),
+    ({"x": np.zeros((1, 3, 8), np.float32)}, ValueError, "x"),
+    ({"x": np.zeros((1, 3, 8, 8), np.int64)}, TypeError, "x"),
+]
+
+
+@pytest.mark.parametrize("change,exc,text", BAD)
+def test_bad_arguments_raise_before_writing(change, exc, text):
+    kw = {"x": np.ones((1, 3, 8, 8), np.float32), "w": np.ones((4, 3, 3, 3), np.float32),
+              "bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1, "data_format": "NCHW",
+              "activation": None, "algorithm": "auto", "out": np.full((1, 4, 6, 6), 7, np.float32)}
+    kw.update(change)
+    out = kw["out"]
+    before = out.copy()
+    x, w = kw.pop("x"), kw.pop("w")
+    with pytest.raises(exc, match=text):
+        conv2d(x, w, **kw)
+    np.testing.assert_array_equal(out, before)
+
+
+def test_backward_bad_arguments():
+    go = np.ones((1, 4, 6, 6), np.float32)
+    w = np.ones((4, 3, 3, 3), np.float32)
+    with pytest.raises(ValueError, match="grad_out"):
+        conv2d_backward_data(go, w, (1, 3, 9, 8))
+    with pytest.raises(ValueError, match="input_shape"):
+        conv2d_backward_data(go, w, (1, 3, 8))
+    with pytest.raises(ValueError, match="channel mismatch"):
+        conv2d_backward_weight(go, np.ones((1, 2, 8, 8), np.float32), w.shape)
+    with pytest.raises(ValueError, match="data_format"):
+        conv2d_backward_weight(go, np.ones((1, 3, 8, 8), np.float32), w.shape,
+                               data_format="CHWN")

@@ -1,0 +1,147 @@
+"""Pooling (max, average, adaptive average, and the backward functions) against direct float64
+loops and torch. Max pooling and its backward are exact (a max picks an element; the backward
+adds gradients that are equal to the inputs' float32 values in an order that cannot round
+differently for the integer-valued gradients used); averages are within (k + 2) * eps * sum|x|
+of the float64 value."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytpp.nn import (
+    adaptive_avg_pool2d,
+    avg_pool2d,
+    avg_pool2d_backward,
+    max_pool2d,
+    max_pool2d_backward,
+)
+
+EPS32 = float(np.finfo(np.float32).eps)
+
+
+def windows(H, W, k, s, p):
+    P = (H + 2 * p[0] - k[0]) // s[0] + 1
+    Q = (W + 2 * p[1] - k[1]) // s[1] + 1
+    for i in range(P):
+        for j in range(Q):
+            h0, w0 = i * s[0] - p[0], j * s[1] - p[1]
+            yield i, j, [(h, w) for h in range(h0, h0 + k[0]) for w in range(w0, w0 + k[1])
+                         if 0 <= h < H and 0 <= w < W]
+
+
+def loops_ref(x, k, s, p):
+    """(max, avg, argmax positions) by direct loops in float64."""
+    N, C, H, W = x.shape
+    P = (H + 2 * p[0] - k[0]) // s[0] + 1
+    Q = (W + 2 * p[1] - k[1]) // s[1] + 1
+    mx, av = np.zeros((N, C, P, Q)), np.zeros((N, C, P, Q))
+    arg = {}
+    for i, j, cells in windows(H, W, k, s, p):
+        for n in range(N):
+            for c in range(C):
+                vals = [float(x[n, c, h, w]) for h, w in cells]
+                t = int(np.argmax(vals))
+                mx[n, c, i, j] = vals[t]
+                arg[n, c, i, j] = cells[t]
+                av[n, c, i, j] = sum(vals) / (k[0] * k[1])
+    return mx, av, arg
+
+
+@st.composite
+def pool_case(draw):
+    k = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    p = (draw(st.integers(0, k[0] // 2)), draw(st.integers(0, k[1] // 2)))
+    H = draw(st.integers(max(1, k[0] - 2 * p[0]), 11))
+    W = draw(st.integers(max(1, k[1] - 2 * p[1]), 12))
+    return (draw(st.integers(1, 2)), draw(st.integers(1, 3)), H, W), k, s, p
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=pool_case(), fmt=st.sampled_from(["NCHW", "NHWC"]), seed=st.integers(0, 999))
+def test_pooling_matches_loops(case, fmt, seed):
+    shape, k, s, p = case
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    mx, av, arg = loops_ref(x, k, s, p)
+    tf = (lambda a: np.ascontiguousarray(a.transpose(0, 2, 3, 1))) if fmt == "NHWC" else (lambda a: a)
+    back = (lambda a: a.transpose(0, 3, 1, 2)) if fmt == "NHWC" else (lambda a: a)
+    np.testing.assert_array_equal(back(max_pool2d(tf(x), k, s, p, data_format=fmt)), mx)
+    a = back(avg_pool2d(tf(x), k, s, p, data_format=fmt))
+    assert np.all(np.abs(a - av) <= (k[0] * k[1] + 2) * EPS32 * np.abs(x).max())
+    g = rng.integers(-4, 5, mx.shape).astype(np.float32)
+    gmx = np.zeros(x.shape)
+    for (n, c, i, j), (h, w) in arg.items():
+        gmx[n, c, h, w] += g[n, c, i, j]
+    np.testing.assert_array_equal(
+        back(max_pool2d_backward(tf(g), tf(x), k, s, p, data_format=fmt)), gmx)
+    gav = np.zeros(x.shape)
+    H, W = x.shape[2:]
+    for i, j, cells in windows(H, W, k, s, p):
+        for h, w in cells:
+            gav[:, :, h, w] += g[:, :, i, j] / (k[0] * k[1])
+    ga = back(avg_pool2d_backward(tf(g), tf(x), k, s, p, data_format=fmt))
+    assert np.all(np.abs(ga - gav) <= 16 * EPS32 * np.abs(gav).max() + 1e-30)
+
+
+@pytest.mark.parametrize("H,W,out", [(7, 7, 1), (9, 13, (4, 5)), (5, 3, (7, 2)), (6, 6, 3)])
+def test_adaptive_avg_pool_bins(H, W, out):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, H, W)).astype(np.float32)
+    OH, OW = (out, out) if np.isscalar(out) else out
+    ref = np.zeros((2, 3, OH, OW))
+    for i in range(OH):
+        for j in range(OW):
+            h0, h1 = i * H // OH, -(-(i + 1) * H // OH)
+            w0, w1 = j * W // OW, -(-(j + 1) * W // OW)
+            ref[:, :, i, j] = x[:, :, h0:h1, w0:w1].astype(np.float64).mean(axis=(2, 3))
+    y = adaptive_avg_pool2d(x, out)
+    np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6)
+    yh = adaptive_avg_pool2d(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), out, data_format="NHWC")
+    np.testing.assert_allclose(yh.transpose(0, 3, 1, 2), ref, rtol=1e-6, atol=1e-6)
+
+
+def test_pooling_matches_torch():
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 8, 17, 15)).astype(np.float32)
+    tx = torch.from_numpy(x).requires_grad_(True)
+    for k, s, p in [(3, 2, 1), (2, None, 0), ((3, 2), (1, 2), (1, 0))]:
+        ty = F.max_pool2d(tx, k, s, p)
+        np.testing.assert_array_equal(max_pool2d(x, k, s, p), ty.detach().numpy())
+        g = rng.standard_normal(ty.shape).astype(np.float32)
+        (gx,) = torch.autograd.grad(ty, tx, torch.from_numpy(g))
+        np.testing.assert_allclose(max_pool2d_backward(g, x, k, s, p), gx.numpy(), rtol=1e-6,
+                                   atol=1e-6)
+        ta = F.avg_pool2d(tx, k, s, p)
+        np.testing.assert_allclose(avg_pool2d(x, k, s, p), ta.detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+        (ga,) = torch.autograd.grad(ta, tx, torch.from_numpy(g))
+        np.testing.assert_allclose(avg_pool2d_backward(g, x, k, s, p), ga.numpy(), rtol=1e-5,
+                                   atol=1e-6)
+    np.testing.assert_allclose(adaptive_avg_pool2d(x, (5, 4)),
+                               F.adaptive_avg_pool2d(tx, (5, 4)).detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_padding_never_wins_the_max():
+    x = -np.ones((1, 1, 3, 3), np.float32)
+    np.testing.assert_array_equal(max_pool2d(x, 3, 1, 1), -np.ones((1, 1, 3, 3)))
+
+
+@pytest.mark.parametrize("kw,exc,text", [
+    ({"kernel_size": 0}, ValueError, "kernel_size"),
+    ({"kernel_size": 2, "stride": 0}, ValueError, "stride"),
+    ({"kernel_size": 2, "padding": 2}, ValueError, "half"),
+    ({"kernel_size": 2, "padding": -1}, ValueError, "padding"),
+    ({"kernel_size": 9}, ValueError, "larger"),
+    ({"kernel_size": 2, "data_format": "CHW"}, ValueError, "data_format"),
+])
+def test_pool_bad_arguments(kw, exc, text):
+    x = np.ones((1, 1, 4, 4), np.float32)
+    for f in (max_pool2d, avg_pool2d):
+        with pytest.raises(exc, match=text):
+            f(x, **kw)
+    with pytest.raises(ValueError, match="grad_out"):
+        max_pool2d_backward(np.ones((1, 1, 3, 3), np.float32), x, 2)
