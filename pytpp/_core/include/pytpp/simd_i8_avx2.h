@@ -38,6 +38,45 @@ PYTPP_INLINE __m256i i8_bcast32(const uint8_t *p)
 }
 #define V_I8_BCAST_A(p) i8_bcast32(p)
 
+#if !defined(PYTPP_I8_U7)
+PYTPP_INLINE __m256i i8_widen16(__m128i x, int sgn)
+{
+    return sgn ? _mm256_cvtepi8_epi16(x) : _mm256_cvtepu8_epi16(x);
+}
+/* out[2j], out[2j + 1] = r0[j], r1[j] widened, 16 columns at a time */
+PYTPP_INLINE int64_t i8_interleave2(int16_t *out, const uint8_t *r0, const uint8_t *r1,
+                                    int64_t cols, int sgn)
+{
+    int64_t j = 0;
+    for (; j + 16 <= cols; j += 16) {
+        const __m128i a = _mm_loadu_si128((const __m128i *)(r0 + j));
+        const __m128i b = _mm_loadu_si128((const __m128i *)(r1 + j));
+        _mm256_storeu_si256((__m256i *)(out + 2 * j), i8_widen16(_mm_unpacklo_epi8(a, b), sgn));
+        _mm256_storeu_si256((__m256i *)(out + 2 * j + 16),
+                            i8_widen16(_mm_unpackhi_epi8(a, b), sgn));
+    }
+    return j;
+}
+/* a VNNI quad row (4 bytes per column) into the pair rows of its k values 0-1 and 2-3 */
+PYTPP_INLINE int64_t i8_quad_pairs(int16_t *out, int16_t *out1, const uint8_t *src, int64_t cols,
+                                   int sgn)
+{
+    const __m256i pairs = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                           0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    int64_t j = 0;
+    for (; j + 8 <= cols; j += 8) {
+        __m256i v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(src + 4 * j)), pairs);
+        v = _mm256_permute4x64_epi64(v, 0xD8);   /* [pairs 0-1 | pairs 2-3] of 8 columns */
+        _mm256_storeu_si256((__m256i *)(out + 2 * j), i8_widen16(_mm256_castsi256_si128(v), sgn));
+        _mm256_storeu_si256((__m256i *)(out1 + 2 * j),
+                            i8_widen16(_mm256_extracti128_si256(v, 1), sgn));
+    }
+    return j;
+}
+#define I8_INTERLEAVE2(out, r0, r1, cols, sgn) i8_interleave2((out), (r0), (r1), (cols), (sgn))
+#define I8_QUAD_PAIRS(out, out1, src, cols, sgn) i8_quad_pairs((out), (out1), (src), (cols), (sgn))
+#endif
+
 /* 16 ymm: 6x2 accumulators + 2 B vectors + the broadcast + one product. */
 #define I8_SHAPES(X) PYTPP_ROWS(6)(X, 1) PYTPP_ROWS(6)(X, 2)
 #define I8_MR_MAIN 6
