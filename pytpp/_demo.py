@@ -58,6 +58,18 @@ def _steps(rng):
         return h
     yield ("MLP 3 x 1024, batch 256, fused GELU (tanh)", mlp_pytpp, mlp_numpy,
            lambda: mlp_numpy(np.float64), "GFLOP/s", 3 * 2 * 256 * 1024 * 1024)
+    # a ResNet-50 3x3 layer (C = K = 64, 56 x 56, NHWC) against numpy's im2col + matmul
+    xc = rng.standard_normal((1, 56, 56, 64)).astype(np.float32)
+    wc = (rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float32)
+
+    def conv_numpy(dtype=np.float32):
+        xp = np.pad(xc.astype(dtype), ((0, 0), (1, 1), (1, 1), (0, 0)))
+        cols = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(1, 2))
+        cols = cols.reshape(56 * 56, 64 * 9)               # (pixels, C*R*S)
+        return (cols @ wc.astype(dtype).reshape(64, 64 * 9).T).reshape(1, 56, 56, 64)
+    yield ("conv2d 3x3 64 -> 64, 56 x 56 (NHWC)",
+           lambda: pytpp.nn.conv2d(xc, wc, padding=1, data_format="NHWC"), conv_numpy,
+           lambda: conv_numpy(np.float64), "GFLOP/s", 2 * 56 * 56 * 64 * 64 * 9)
     # int8 inference: the FFN's first layer (BERT-base) with int8 weights, dynamic activations
     xq = rng.standard_normal((128, 768)).astype(np.float32)
     wq = (rng.standard_normal((3072, 768)) / 28).astype(np.float32)

@@ -97,7 +97,7 @@ def test_cli_demo_runs():
     r = subprocess.run([sys.executable, "-m", "pytpp", "demo"], capture_output=True, text=True,
                        check=True)
     assert "GFLOP/s" in r.stdout and "rel. diff" in r.stdout
-    for step in ("matmul", "small GEMMs", "MLP", "int8 linear", "layer_norm", "softmax",
+    for step in ("matmul", "small GEMMs", "MLP", "conv2d", "int8 linear", "layer_norm", "softmax",
                  "brgemm"):
         assert step in r.stdout
     # every float step's difference from its float64 reference is within float32 rounding; the
