@@ -63,3 +63,9 @@ def linear(x, w, bias, residual=None, *, activation=None):
     """pytpp.nn.linear of one block of rows."""
     worker_threads()
     return pytpp.nn.linear(x, w, bias, activation=activation, residual=residual)
+
+
+def conv2d(x, w, bias, **kwargs):
+    """pytpp.nn.conv2d of one chunk of the batch (w: the PackedConvWeight sent once)."""
+    worker_threads()
+    return pytpp.nn.conv2d(x, w, bias, **kwargs)

@@ -183,4 +183,38 @@ def linear(x, w, bias=None, *, activation=None, residual=None):
                          dtype=dtype)
 
 
-__all__ = list(UNARY) + list(BACKWARD) + ["softmax", "layer_norm", "rms_norm", "linear"]
+def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, *, data_format="NCHW",
+           activation=None):
+    """:func:`pytpp.nn.conv2d` over the batch chunks of a dask array: each chunk of N is one
+    task (the other axes are gathered in one chunk), the weight packed once
+    (:class:`pytpp.nn.PackedConvWeight`) and sent to the workers as one object of the graph.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da, pytpp.dask
+    >>> x = da.ones((4, 2, 5, 5), chunks=(1, 2, 5, 5), dtype=np.float32)
+    >>> y = pytpp.dask.nn.conv2d(x, np.ones((3, 2, 3, 3), np.float32), padding=1)
+    >>> y.shape, float(y[0, 0, 2, 2].compute())
+    ((4, 3, 5, 5), 18.0)
+    """
+    from dask import delayed
+
+    import pytpp.nn
+    fn = "pytpp.dask.nn.conv2d"
+    x = da.asanyarray(x)
+    if x.ndim != 4:
+        raise ValueError(f"{fn}: x must be 4-D (N, C, H, W) or (N, H, W, C), got shape {x.shape}")
+    pw = w if isinstance(w, pytpp.nn.PackedConvWeight) else pytpp.nn.PackedConvWeight(w)
+    kwargs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups,
+                  data_format=data_format, activation=activation)
+    # the arguments checked and the result's shape and dtype found on an empty batch
+    probe = pytpp.nn.conv2d(np.zeros((0,) + x.shape[1:], x.dtype), pw, bias, **kwargs)
+    x = x.rechunk({1: -1, 2: -1, 3: -1})
+    chunks = (x.chunks[0],) + tuple((d,) for d in probe.shape[1:])
+    b = None if bias is None else delayed(np.asarray(bias), pure=True)
+    return da.map_blocks(_blocks.conv2d, x, delayed(pw, pure=True), b, chunks=chunks,
+                         dtype=probe.dtype, **kwargs)
+
+
+__all__ = list(UNARY) + list(BACKWARD) + ["softmax", "layer_norm", "rms_norm", "linear",
+                                          "conv2d"]

@@ -141,6 +141,10 @@ class PackedConvWeight:
             if w.shape[2:] != (1, 1) or groups > 1:
                 self.packed(A.compute_dtype(w.dtype), groups)
 
+    def __getstate__(self):
+        # the packs are made again where the object lands (its ISA level's blocking)
+        return {"shape": self.shape, "dtype": self.dtype, "_source": self._source, "_packs": {}}
+
     def matrix(self, cdt, nhwc):
         """The (K, C) matrix of a 1x1 weight in dtype cdt, or for NHWC its (C, K) transpose,
         C-contiguous (the GEMM path of 1x1 layers)."""

@@ -202,3 +202,17 @@ def test_sparse_spmm_both_sides(client, rng, parts):
         pytpp.dask.sparse.spmm(A, da.ones((40, 2), dtype=np.float64))
     with pytest.raises(ValueError, match="rows"):
         pytpp.dask.sparse.spmm(A, da.ones((41, 2), dtype=np.float32))
+
+
+def test_conv2d_over_batch_chunks(client, rng):
+    x = rng.standard_normal((5, 3, 9, 8)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(4).astype(np.float32)
+    for fmt, xx in (("NCHW", x), ("NHWC", np.ascontiguousarray(x.transpose(0, 2, 3, 1)))):
+        got = pytpp.dask.nn.conv2d(da.from_array(xx, chunks=(2, 1, 4, 3)), w, bias, stride=2,
+                                   padding=1, data_format=fmt, activation="relu")
+        want = pytpp.nn.conv2d(xx, w, bias, stride=2, padding=1, data_format=fmt,
+                               activation="relu")
+        np.testing.assert_allclose(got.compute(), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError):
+        pytpp.dask.nn.conv2d(da.from_array(x), w[:, :2])
