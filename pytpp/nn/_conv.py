@@ -329,7 +329,7 @@ def _forward(x, w, b, act, fmt, dims, st, dl, pads, groups, cdt, direct_out=None
         if b is not None:
             res += b.reshape((K, 1, 1) if fmt == "NCHW" else (K,))
         if act:
-            from pytpp.nn import gelu, relu
+            from pytpp.nn._activations import gelu, relu
             res[...] = (relu if act == 1 else gelu)(res)
         return res
     if R == S == 1 and groups == 1 and not any(pads):
@@ -348,7 +348,7 @@ def _pointwise(x, w, b, act, st, fmt, dims, cdt, res):
     its A panels avoid the power-of-two pixel strides of 256-2048 channels (measured on Zen 3,
     1 thread: C1024 14x14 K256 83 vs 72 GFLOP/s, C128 28x28 K512 91 vs 73)."""
     from pytpp import matmul
-    from pytpp.nn import gelu, relu
+    from pytpp.nn._activations import gelu, relu
     N, C, K, P, Q = dims
     if st != (1, 1):
         x = x[:, :, ::st[0], ::st[1]] if fmt == "NCHW" else x[:, ::st[0], ::st[1], :]
@@ -375,7 +375,7 @@ def _pointwise(x, w, b, act, st, fmt, dims, cdt, res):
 def _im2col_forward(x, w, b, fmt, dims, st, dl, pads, groups, activation, cdt):
     """The baseline: the (N*P*Q, R*S*C/groups) patch matrix of each group times its weight."""
     from pytpp import matmul
-    from pytpp.nn import gelu, relu
+    from pytpp.nn._activations import gelu, relu
     N, C, _, _, K, R, S, P, Q = dims
     wa = w._source if isinstance(w, PackedConvWeight) else w
     xp = _to_padded_nhwc(x, fmt, pads, cdt)

@@ -111,6 +111,7 @@ class _BlockSparse:
     # numpy defers `ndarray @ A` to A.__rmatmul__ when this is None
     __array_ufunc__ = None
     _row_major = True  # BSR: groups are block rows
+    _pytpp_block_sparse = True  # what pytpp.sparse.spmm recognises
 
     def __init__(self, shape: Pair, block: Pair, indptr: ArrayLike, indices: ArrayLike,
                  data: ArrayLike, check: bool = True) -> None:

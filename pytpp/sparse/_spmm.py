@@ -17,12 +17,13 @@ transpose kernel.
 bfloat16: both operands are widened to float32 (bf16 products are exact in float32) and the
 result is float32, as ``pytpp.matmul`` returns it; the widened blocks are made once per matrix,
 the dense operand is widened by the kernel while it packs it (rows walk) or by numpy (cols)."""
+from typing import Any, Protocol
+
 import numpy as np
 
 from pytpp import _validate
 from pytpp._core import _eltwise, _runtime, _sparse
 from pytpp._typing import Array, ArrayLike
-from pytpp.sparse._containers import _BlockSparse
 
 FN = "pytpp.sparse.spmm"
 # X @ W runs as (W^T X^T)^T from this many vectors of X rows, for W blocks narrower than this
@@ -154,7 +155,32 @@ def _dense_sparse(x, s, out, cd):
     return c
 
 
-def spmm(a: "_BlockSparse | ArrayLike", b: "_BlockSparse | ArrayLike",
+class BlockSparseOperand(Protocol):
+    """What spmm reads of a BSR / BCSC (pytpp.sparse._containers), named here so that the
+    containers, which call spmm for ``@``, are not imported back."""
+
+    _pytpp_block_sparse: bool
+    indptr: Array
+    indices: Array
+    data: Array
+
+    @property
+    def shape(self) -> tuple[int, int]: ...
+
+    @property
+    def block(self) -> tuple[int, int]: ...
+
+    @property
+    def dtype(self) -> np.dtype[Any]: ...
+
+
+def _is_block_sparse(x) -> bool:
+    """A pytpp.sparse container (BSR / BCSC): they carry this mark, so this module needs not
+    import the containers (which call it for ``@``)."""
+    return getattr(type(x), "_pytpp_block_sparse", False)
+
+
+def spmm(a: "BlockSparseOperand | ArrayLike", b: "BlockSparseOperand | ArrayLike",
          out: Array | None = None) -> Array:
     """Block-sparse x dense or dense x block-sparse product.
 
@@ -196,7 +222,7 @@ def spmm(a: "_BlockSparse | ArrayLike", b: "_BlockSparse | ArrayLike",
     >>> bool(np.array_equal(spmm(A, x), a @ x)), bool(np.array_equal(x.T @ A, x.T @ a))
     (True, True)
     """
-    a_sp, b_sp = isinstance(a, _BlockSparse), isinstance(b, _BlockSparse)
+    a_sp, b_sp = _is_block_sparse(a), _is_block_sparse(b)
     if a_sp == b_sp:
         raise TypeError(f"{FN}: exactly one operand must be a pytpp.sparse BSR or BCSC (got "
                         f"{type(a).__name__} and {type(b).__name__})")
