@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pytpp/equation.h"
+#include "pytpp/ew_tile.h"
 #include "pytpp/dispatch.h"
 #include "pytpp/partition.h"
 #include "pytpp/tuning.h"
@@ -13,7 +14,7 @@
 #include <omp.h>
 #endif
 
-static const int64_t ESZ[PYTPP_EW_NDT] = {8, 4, 2};
+
 /* a tile's temporaries together fit in about this much of L1 */
 #define EQN_L1_BYTES (24 * 1024)
 #define EQN_NB_MAX 512
@@ -164,13 +165,13 @@ static inline int in_scalar(const pytpp_ew_operand *o)
 static const char *operand(const eqn_ctx *c, const eqn_tile *w, int s, int64_t r, int64_t i,
                            int64_t j, int64_t len, char *cv, int *scalar)
 {
-    const int64_t cesz = ESZ[c->cdt];
+    const int64_t cesz = PYTPP_EW_ESZ[c->cdt];
     if (!PYTPP_EQN_IS_INPUT(s)) {
         *scalar = w->tcol[s];
         return w->temp + (s * TSTRIDE(c) + (w->tcol[s] ? c->mb * c->nb + r : r * c->nb)) * cesz;
     }
     const pytpp_ew_operand *o = &c->in[PYTPP_EQN_INPUT_INDEX(s)];
-    const int64_t e = ESZ[o->dtype];
+    const int64_t e = PYTPP_EW_ESZ[o->dtype];
     const char *a;
     *scalar = in_scalar(o);
     switch (o->bcast) {
@@ -189,7 +190,7 @@ static void matmul_tile(const eqn_ctx *c, const pytpp_eqn_instr *ins, int64_t i0
 {
     const pytpp_ew_operand *a = &c->in[PYTPP_EQN_INPUT_INDEX(ins->src[0])];
     const pytpp_ew_operand *b = &c->in[PYTPP_EQN_INPUT_INDEX(ins->src[1])];
-    const int64_t e = ESZ[c->cdt];
+    const int64_t e = PYTPP_EW_ESZ[c->cdt];
     const pytpp_gemm_desc d = {.m = rows, .n = cols, .k = ins->k, .rsa = a->ld, .csa = 1,
                                .ldb = b->ld, .csb = 1, .ldc = ldd, .dtype = c->cdt,
                                .alpha = 1.0, .beta = 0.0};
@@ -205,26 +206,12 @@ static inline double reduce_col(int op, double v, int64_t n)
     return v;
 }
 
-/* operand o moved to the tile's origin (i0, j0) */
-static pytpp_ew_operand at_tile(const pytpp_ew_operand *o, int64_t i0, int64_t j0)
-{
-    pytpp_ew_operand t = *o;
-    const int64_t e = ESZ[o->dtype];
-    switch (o->bcast) {
-    case PYTPP_EW_BCAST_ROW: t.p = (char *)o->p + j0 * e; break;
-    case PYTPP_EW_BCAST_COL: t.p = (char *)o->p + i0 * o->ld * e; break;
-    case PYTPP_EW_BCAST_SCALAR: break;
-    default: t.p = (char *)o->p + (i0 * o->ld + j0) * e;
-    }
-    return t;
-}
-
 static void run_segment(const eqn_ctx *c, eqn_tile *w, const eqn_seg *g, int64_t i0,
                         int64_t rows, int64_t j0, int64_t cols)
 {
-    const int64_t cesz = ESZ[c->cdt];
+    const int64_t cesz = PYTPP_EW_ESZ[c->cdt];
     pytpp_ew_operand ops[32], out;
-    for (int q = 0; q < c->p->ninputs; ++q) ops[q] = at_tile(&c->in[q], i0, j0);
+    for (int q = 0; q < c->p->ninputs; ++q) ops[q] = pytpp_ew_at_tile(&c->in[q], i0, j0);
     for (int l = 0; l < g->nlive; ++l) {
         const int t = g->live[l];
         pytpp_ew_operand *o = &ops[c->p->ninputs + l];
@@ -239,7 +226,7 @@ static void run_segment(const eqn_ctx *c, eqn_tile *w, const eqn_seg *g, int64_t
     }
     const int dst = c->p->ins[g->q1 - 1].dst;
     if (dst == PYTPP_EQN_OUT) {
-        out = at_tile(c->out, i0, j0);
+        out = pytpp_ew_at_tile(c->out, i0, j0);
     } else {
         out.p = w->temp + dst * TSTRIDE(c) * cesz;
         out.ld = c->nb, out.dtype = c->cdt, out.bcast = PYTPP_EW_BCAST_NONE;
@@ -254,7 +241,7 @@ static void run_tile(const eqn_ctx *c, eqn_tile *w, int64_t i0, int64_t rows, in
 {
     const pytpp_eqn_prog *p = c->p;
     const pytpp_ew_kernels *kt = c->kt;
-    const int64_t cesz = ESZ[c->cdt], oesz = ESZ[c->out->dtype];
+    const int64_t cesz = PYTPP_EW_ESZ[c->cdt], oesz = PYTPP_EW_ESZ[c->out->dtype];
     for (int t = 0; t < p->ntemps; ++t) w->tcol[t] = 0;
     for (int q = 0; q < p->ninstr; ++q) {
         if (c->seg_of && c->seg_of[q] >= 0) {
@@ -347,7 +334,7 @@ static void prefetch_tile(const eqn_ctx *c, int64_t i0, int64_t rows, int64_t j0
     for (int q = 0; q < c->p->ninputs; ++q) {
         const pytpp_ew_operand *o = &c->in[q];
         if (o->bcast != PYTPP_EW_BCAST_NONE) continue;
-        const int64_t e = ESZ[o->dtype];
+        const int64_t e = PYTPP_EW_ESZ[o->dtype];
         for (int64_t r = 0; r < rows; ++r) {
             const char *row = (const char *)o->p + ((i0 + r) * o->ld + j0) * e;
             for (int64_t b = 0; b < cols * e; b += 64) __builtin_prefetch(row + b, 0, 2);
@@ -359,7 +346,7 @@ static int run_strategy1(const eqn_ctx *c0, int nthreads)
 {
     eqn_ctx c = *c0;
     const pytpp_eqn_prog *p = c.p;
-    const int64_t cesz = ESZ[c.cdt];
+    const int64_t cesz = PYTPP_EW_ESZ[c.cdt];
     /* reductions need whole rows; otherwise tiles of up to EQN_NB_MAX columns */
     c.nb = p->has_reduce ? c.n : imin(c.n, EQN_NB_MAX);
     const int64_t per_row = imax(1, p->ntemps) * c.nb * cesz;
@@ -421,8 +408,8 @@ static int run_strategy2(const pytpp_eqn_kernels *ek, const pytpp_eqn_prog *p, i
         for (int q = 0; q < p->ninputs; ++q) in[q].ld = n;
         out.ld = n;
     }
-    const int stream = m * n * ESZ[out.dtype] >= PYTPP_EW_STREAM_MIN_BYTES &&
-                       n * ESZ[out.dtype] >= PYTPP_EW_STREAM_MIN_ROW;
+    const int stream = m * n * PYTPP_EW_ESZ[out.dtype] >= PYTPP_EW_STREAM_MIN_BYTES &&
+                       n * PYTPP_EW_ESZ[out.dtype] >= PYTPP_EW_STREAM_MIN_ROW;
     int nt = nthreads < 1 ? 1 : nthreads;
     if (m * n < PYTPP_EW_PAR_MIN_ELEMS) nt = 1;
     if (nt <= 1) {

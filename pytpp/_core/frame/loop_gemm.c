@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include "pytpp/loops.h"
 #include "pytpp/loop_gemm.h"
+#include "pytpp/ew_tile.h"
 
 static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -31,20 +32,6 @@ int pytpp_loop_gemm_run(const pytpp_loop_nest *n, int nthreads, const pytpp_loop
     return pytpp_loop_run(n, nthreads, gemm_body, (void *)g);
 }
 
-static const int64_t EQN_ESZ[PYTPP_EW_NDT] = {8, 4, 2};
-
-static pytpp_ew_operand tile_operand(const pytpp_ew_operand *o, int64_t i0, int64_t j0)
-{
-    pytpp_ew_operand t = *o;
-    const int64_t e = EQN_ESZ[o->dtype];
-    switch (o->bcast) {
-    case PYTPP_EW_BCAST_ROW: t.p = (char *)o->p + j0 * e; break;
-    case PYTPP_EW_BCAST_COL: t.p = (char *)o->p + i0 * o->ld * e; break;
-    case PYTPP_EW_BCAST_SCALAR: break;
-    default: t.p = (char *)o->p + (i0 * o->ld + j0) * e;
-    }
-    return t;
-}
 
 static void eqn_body(const int64_t *ind, void *ctx, int tid)
 {
@@ -54,8 +41,8 @@ static void eqn_body(const int64_t *ind, void *ctx, int tid)
     const int64_t rows = imin(e->bm, e->m - i0), cols = imin(e->bn, e->n - j0);
     if (rows <= 0 || cols <= 0 || e->p->ninputs > 64) return;
     pytpp_ew_operand in[64];
-    for (int q = 0; q < e->p->ninputs; ++q) in[q] = tile_operand(&e->in[q], i0, j0);
-    const pytpp_ew_operand out = tile_operand(e->out, i0, j0);
+    for (int q = 0; q < e->p->ninputs; ++q) in[q] = pytpp_ew_at_tile(&e->in[q], i0, j0);
+    const pytpp_ew_operand out = pytpp_ew_at_tile(e->out, i0, j0);
     if (pytpp_eqn_run(e->isa, e->p, rows, cols, in, &out, e->strategy, 1)) {
 #pragma omp atomic write
         e->err = 1;
