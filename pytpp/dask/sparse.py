@@ -34,6 +34,24 @@ def _row_pieces(a, parts):
     return pieces
 
 
+def _dense(x, A, axis, name, fn):
+    """The dense operand as a 2-D dask array whose `axis` (0: rows of b in A @ b, 1: columns of
+    x in x @ A) matches A's inner dimension, of A's dtype."""
+    x = da.asanyarray(x)
+    inner = A.shape[1 - axis]
+    if x.ndim != 2 or x.shape[axis] != inner:
+        raise ValueError(f"{fn}: A is {A.shape} but {name} is {x.shape}: {name} must be 2-D "
+                         f"with {inner} {'rows' if axis == 0 else 'columns'}")
+    if x.dtype != A.dtype:
+        raise TypeError(f"{fn}: {name} has dtype {x.dtype}; A holds {A.dtype}")
+    return x
+
+
+def _result_dtype(A):
+    """spmm's result dtype: bf16 products come back in float32."""
+    return np.result_type(np.float32, A.dtype) if A.dtype.itemsize == 2 else A.dtype
+
+
 def _product(x, y):
     from pytpp.sparse import spmm as _spmm
     return _spmm(x, y)
@@ -60,30 +78,20 @@ def spmm(a, b, *, row_parts=None):
     from dask import delayed
     fn = "pytpp.dask.sparse.spmm"
     if isinstance(a, _BlockSparse) and not isinstance(b, _BlockSparse):
-        b = da.asanyarray(b)
-        if b.ndim != 2 or b.shape[0] != a.shape[1]:
-            raise ValueError(f"{fn}: A is {a.shape} but b is {b.shape}: b must be 2-D with "
-                             f"{a.shape[1]} rows")
-        if b.dtype != a.dtype:
-            raise TypeError(f"{fn}: b has dtype {b.dtype}; A holds {a.dtype}")
+        b = _dense(b, a, 0, "b", fn)
         if row_parts is None:
             row_parts = max(1, a.data.nbytes // (4 << 20))
         pieces = _row_pieces(a, int(row_parts))
         b1 = b.rechunk({0: -1})
-        out_dt = np.result_type(np.float32, a.dtype) if a.dtype.itemsize == 2 else a.dtype
+        out_dt = _result_dtype(a)
         blocks = [da.map_blocks(_product, delayed(p, pure=True), b1, dtype=out_dt,
                                 chunks=((p.shape[0],), b1.chunks[1]))
                   for p in pieces]
         return da.concatenate(blocks, axis=0)
     if isinstance(b, _BlockSparse) and not isinstance(a, _BlockSparse):
-        x = da.asanyarray(a)
-        if x.ndim != 2 or x.shape[1] != b.shape[0]:
-            raise ValueError(f"{fn}: x is {x.shape} but A is {b.shape}: x must be 2-D with "
-                             f"{b.shape[0]} columns")
-        if x.dtype != b.dtype:
-            raise TypeError(f"{fn}: x has dtype {x.dtype}; A holds {b.dtype}")
+        x = _dense(a, b, 1, "x", fn)
         x1 = x.rechunk({1: -1})
-        out_dt = np.result_type(np.float32, b.dtype) if b.dtype.itemsize == 2 else b.dtype
+        out_dt = _result_dtype(b)
         return da.map_blocks(_product, x1, delayed(b, pure=True), dtype=out_dt,
                              chunks=(x1.chunks[0], (b.shape[1],)))
     raise TypeError(f"{fn}: exactly one operand must be a pytpp.sparse BSR or BCSC, the other a "

@@ -105,6 +105,20 @@ def _compress(outer, inner, nouter, order=None):
     return indptr, np.ascontiguousarray(inner[order], dtype=I32), order
 
 
+def dense_blocks(a, name, block, fn):
+    """A dense 2-D operand checked and cut into blocks: (array in a value dtype, (m, k),
+    (bm, bk), its (m/bm, k/bk, bm, bk) view of blocks)."""
+    arr = _validate.as_array(a, name, fn)
+    if arr.dtype not in VALUE_DTYPES:
+        arr = arr.astype(_validate.F32 if arr.dtype == _validate.F16 else _validate.F64)
+    if arr.ndim != 2:
+        raise ValueError(f"{fn}: {name} must be 2-D, got shape {arr.shape}")
+    bm, bk = _block_arg(block, fn)
+    m, k = _shape_arg(arr.shape, (bm, bk), fn)
+    blocks = arr.reshape(m // bm, bm, k // bk, bk).transpose(0, 2, 1, 3)
+    return arr, (m, k), (bm, bk), blocks
+
+
 class _BlockSparse:
     """Shared implementation of BSR and BCSC (see the module docstring)."""
 
@@ -282,16 +296,9 @@ class _BlockSparse:
         (1, 0.25, [0, 0, 1], [1])
         """
         fn = f"pytpp.sparse.{cls.__name__}.from_dense"
-        arr = _validate.as_array(a, "a", fn)
-        if arr.dtype not in VALUE_DTYPES:
-            arr = arr.astype(_validate.F32 if arr.dtype == _validate.F16 else _validate.F64)
-        if arr.ndim != 2:
-            raise ValueError(f"{fn}: a must be 2-D, got shape {arr.shape}")
-        bm, bk = _block_arg(block, fn)
-        m, k = _shape_arg(arr.shape, (bm, bk), fn)
+        arr, (m, k), (bm, bk), blocks = dense_blocks(a, "a", block, fn)
         thr = _validate.real_arg(threshold, "threshold", fn, lo=0.0)
         nbr, nbc = m // bm, k // bk
-        blocks = arr.reshape(nbr, bm, nbc, bk).transpose(0, 2, 1, 3)  # (nbr, nbc, bm, bk)
         mag = np.abs(blocks.astype(_validate.F32) if arr.dtype == _validate.BF16 else blocks)
         peak = mag.max(axis=(2, 3)) if bm * bk and nbr * nbc else np.zeros((nbr, nbc))
         keep = peak > thr

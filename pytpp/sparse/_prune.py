@@ -3,13 +3,7 @@ import numpy as np
 
 from pytpp import _validate
 from pytpp._typing import ArrayLike
-from pytpp.sparse._containers import (
-    BSR,
-    VALUE_DTYPES,
-    _block_arg,
-    _compress,
-    _shape_arg,
-)
+from pytpp.sparse._containers import BSR, _compress, dense_blocks
 
 
 def prune(w: ArrayLike, block: tuple[int, int], density: float) -> BSR:
@@ -38,18 +32,11 @@ def prune(w: ArrayLike, block: tuple[int, int], density: float) -> BSR:
     (2, [0, 0, 2], [0, 1])
     """
     fn = "pytpp.sparse.prune"
-    arr = _validate.as_array(w, "w", fn)
-    if arr.dtype not in VALUE_DTYPES:
-        arr = arr.astype(_validate.F32 if arr.dtype == _validate.F16 else _validate.F64)
-    if arr.ndim != 2:
-        raise ValueError(f"{fn}: w must be 2-D, got shape {arr.shape}")
-    bm, bk = _block_arg(block, fn)
-    m, k = _shape_arg(arr.shape, (bm, bk), fn)
+    _, (m, k), (bm, bk), blocks = dense_blocks(w, "w", block, fn)
     dens = _validate.real_arg(density, "density", fn, lo=0.0)
     if dens > 1.0:
         raise ValueError(f"{fn}: density={density!r} is outside [0, 1]")
     nbr, nbc = m // bm, k // bk
-    blocks = arr.reshape(nbr, bm, nbc, bk).transpose(0, 2, 1, 3)
     norms = np.square(blocks.astype(np.float64)).sum(axis=(2, 3)).ravel()
     keep = round(dens * nbr * nbc)
     # stable sort on -norm: equal norms keep row-major order

@@ -464,6 +464,21 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
 
 /* ---------------------------------------------------------------- layout transforms */
 
+/* One row of a padded NHWC image (Wp = pl + W + pr pixels of C channels): image row h outside
+ * [0, H) is all zeros (returns 0); else its left and right padding are zeroed and the caller
+ * fills the W pixels between (returns 1). */
+static int padded_row(char *dst, int64_t h, int64_t H, int64_t W, int64_t C, int64_t pl,
+                      int64_t pr, int64_t esz)
+{
+    if (h < 0 || h >= H) {
+        memset(dst, 0, (size_t)((pl + W + pr) * C * esz));
+        return 0;
+    }
+    memset(dst, 0, (size_t)(pl * C * esz));
+    memset(dst + (pl + W) * C * esz, 0, (size_t)(pr * C * esz));
+    return 1;
+}
+
 void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
                                  int64_t W, int64_t pt, int64_t pb, int64_t pl, int64_t pr,
                                  const void *x, void *y, int nthreads)
@@ -476,12 +491,7 @@ void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t N, int64_t 
     for (int64_t t = 0; t < rows; ++t) {
         const int64_t n = t / Hp, h = t % Hp - pt;
         char *dst = (char *)y + t * Wp * C * esz;
-        if (h < 0 || h >= H) {
-            memset(dst, 0, (size_t)(Wp * C * esz));
-            continue;
-        }
-        memset(dst, 0, (size_t)(pl * C * esz));
-        memset(dst + (pl + W) * C * esz, 0, (size_t)(pr * C * esz));
+        if (!padded_row(dst, h, H, W, C, pl, pr, esz)) continue;
         /* the C x W slab of row h (row stride H*W) transposed into W pixels of C channels */
         ew->transpose(C, W, (const char *)x + (n * C * H + h) * W * esz, H * W,
                       dst + pl * C * esz, C);
@@ -499,12 +509,7 @@ void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t H, int64_t W
     for (int64_t t = 0; t < rows; ++t) {
         const int64_t n = t / Hp, h = t % Hp - pt;
         char *dst = (char *)y + t * Wp * C * esz;
-        if (h < 0 || h >= H) {
-            memset(dst, 0, (size_t)(Wp * C * esz));
-            continue;
-        }
-        memset(dst, 0, (size_t)(pl * C * esz));
-        memset(dst + (pl + W) * C * esz, 0, (size_t)(pr * C * esz));
+        if (!padded_row(dst, h, H, W, C, pl, pr, esz)) continue;
         const char *src = (const char *)x + (n * sn + h * sh) * esz;
         if (sw == C)
             memcpy(dst + pl * C * esz, src, (size_t)(W * C * esz));
