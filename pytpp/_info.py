@@ -177,6 +177,7 @@ def kernel_map():
         tables += [("norm", t["norm"][d]) for d in ("f64", "f32")]
         tables += [("optim", t["optim"][d]) for d in ("f64", "f32")]
         tables += [("embedding", t["embedding"][d]) for d in ("f64", "f32")]
+        tables += [("equation", t["equation"][d]) for d in ("f64", "f32")]
         out.append(f"## {level}")
         out.append("")
         for family, info in tables:

@@ -9,6 +9,11 @@ from pytpp._core.cnorm cimport pytpp_norm_kernels
 from pytpp._core.coptim cimport pytpp_optim_kernels
 from pytpp._core.cembedding cimport pytpp_embedding_kernels
 
+cdef extern from "pytpp/equation.h" nogil:
+    ctypedef struct pytpp_eqn_kernels:
+        const char *name
+        pytpp_table_info info
+
 cdef extern from "pytpp/gemm_lowp.h" nogil:
     ctypedef struct pytpp_i8_kernels:
         const char *name
@@ -45,6 +50,7 @@ cdef extern from "pytpp/dispatch.h" nogil:
         const pytpp_norm_kernels *norm[PYTPP_NDTYPES]
         const pytpp_optim_kernels *optim[PYTPP_NDTYPES]
         const pytpp_embedding_kernels *embedding[PYTPP_NDTYPES]
+        const pytpp_eqn_kernels *equation[PYTPP_NDTYPES]
         int bf16_default
         const pytpp_i8_kernels *bf16_lanes
 

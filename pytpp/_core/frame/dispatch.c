@@ -14,6 +14,7 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
         .optim = {[PYTPP_F64] = &pytpp_optim_f64_ref, [PYTPP_F32] = &pytpp_optim_f32_ref},
         .embedding = {[PYTPP_F64] = &pytpp_embedding_f64_ref,
                       [PYTPP_F32] = &pytpp_embedding_f32_ref},
+        .equation = {[PYTPP_F64] = &pytpp_eqn_f64_ref, [PYTPP_F32] = &pytpp_eqn_f32_ref},
         .bf16_default = PYTPP_BF16_REF,
     },
     [PYTPP_ISA_AVX2] = {
@@ -29,6 +30,7 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
         .optim = {[PYTPP_F64] = &pytpp_optim_f64_avx2, [PYTPP_F32] = &pytpp_optim_f32_avx2},
         .embedding = {[PYTPP_F64] = &pytpp_embedding_f64_avx2,
                       [PYTPP_F32] = &pytpp_embedding_f32_avx2},
+        .equation = {[PYTPP_F64] = &pytpp_eqn_f64_avx2, [PYTPP_F32] = &pytpp_eqn_f32_avx2},
         /* operands widened to fp32 while packing: vdpbf16ps bits at fp32 FMA speed */
         .bf16_default = PYTPP_BF16_AVX2_WIDENED,
         .bf16_lanes = &pytpp_mm_bf16w_avx2,
@@ -46,6 +48,7 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
         .optim = {[PYTPP_F64] = &pytpp_optim_f64_avx512, [PYTPP_F32] = &pytpp_optim_f32_avx512},
         .embedding = {[PYTPP_F64] = &pytpp_embedding_f64_avx512,
                       [PYTPP_F32] = &pytpp_embedding_f32_avx512},
+        .equation = {[PYTPP_F64] = &pytpp_eqn_f64_avx512, [PYTPP_F32] = &pytpp_eqn_f32_avx512},
         .bf16_default = PYTPP_BF16_AVX512,
     },
 };
@@ -115,7 +118,8 @@ int pytpp_dispatch_missing(int isa)
         const pytpp_norm_kernels *nk = lv->norm[dt];
         const pytpp_optim_kernels *ok = lv->optim[dt];
         const pytpp_embedding_kernels *ek = lv->embedding[dt];
-        missing += !g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok || !ek;
+        missing += !g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok || !ek ||
+                   !lv->equation[dt];
         if (!g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok || !ek) continue;
         missing += !nk->layer_fwd + !nk->rms_fwd + !nk->layer_bwd + !nk->rms_bwd +
                    !nk->plane_sums + !nk->plane_apply + !nk->plane_bwd_sums +

@@ -27,15 +27,9 @@ static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 
 const pytpp_eqn_kernels *pytpp_eqn_table(int isa, int dt)
 {
-    static const pytpp_eqn_kernels *const tables[PYTPP_NISA][2] = {
-        [PYTPP_ISA_REF] = {[PYTPP_EW_F64] = &pytpp_eqn_f64_ref, [PYTPP_EW_F32] = &pytpp_eqn_f32_ref},
-        [PYTPP_ISA_AVX2] = {[PYTPP_EW_F64] = &pytpp_eqn_f64_avx2,
-                            [PYTPP_EW_F32] = &pytpp_eqn_f32_avx2},
-        [PYTPP_ISA_AVX512] = {[PYTPP_EW_F64] = &pytpp_eqn_f64_avx512,
-                              [PYTPP_EW_F32] = &pytpp_eqn_f32_avx512},
-    };
+    /* the element-wise dtype codes of f64 and f32 are the engine's (enum pytpp_dtype) */
     if (isa < 0 || isa >= PYTPP_NISA || (dt != PYTPP_EW_F32 && dt != PYTPP_EW_F64)) return NULL;
-    return tables[isa][dt];
+    return pytpp_levels[isa].equation[dt];
 }
 
 /* ------------------------------------------------------------------------------------------ */
