@@ -265,6 +265,26 @@ def test_backward_out_and_in_place(rng, rms):
         call(np.empty((2, 2), np.float32), g)
 
 
+@pytest.mark.parametrize("x_bf16,y_bf16", [(True, True), (True, False), (False, True)])
+def test_bfloat16_rows_streamed_bit_for_bit(isa, x_bf16, y_bf16, rng):
+    """Outputs of 16 MB and more are written by streaming stores after a scalar peel up to the
+    vector boundary: odd rows (1023 elements) start at every alignment, and an output view one
+    element off its buffer's start; the bits stay those of the float32 call rounded once."""
+    m, n = 8200, 1023
+    x32 = (rng.standard_normal((m, n)) * 3 + 1).astype(BF16).astype(np.float32)
+    w = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    expect = pytpp.nn.layer_norm(x32, n, w, b)
+    x = x32.astype(BF16) if x_bf16 else x32
+    ydt = BF16 if y_bf16 else np.float32
+    out = np.empty(m * n + 1, ydt)[1:].reshape(m, n)
+    pytpp.nn.layer_norm(x, n, w, b, out=out)
+    if y_bf16:
+        np.testing.assert_array_equal(out.view(np.uint16), expect.astype(BF16).view(np.uint16))
+    else:
+        np.testing.assert_array_equal(out, expect)
+
+
 def test_bfloat16_rows_match_float32_bit_for_bit(isa, threads, rng):
     """bfloat16 in and/or out runs the float32 row kernel on widened rows and rounds once (RNE):
     the same bits as the float32 call on the widened array, rounded by ml_dtypes."""

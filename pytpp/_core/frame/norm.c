@@ -20,6 +20,13 @@ static inline const char *row(const void *p, int64_t r, int64_t ld, int esz)
     return (const char *)p + r * ld * esz;
 }
 
+/* Asks for the bytes [p, p + len) to come towards L1: the converted paths run one row at a
+ * time, so without this each row's first pass waits on memory. */
+static void prefetch_row(const char *p, size_t len)
+{
+    for (size_t o = 0; o < len; o += 64) __builtin_prefetch(p + o, 0, 3);
+}
+
 /* Storage dtype code (enum pytpp_ew_dtype) of a table's compute dtype. */
 static int compute_dt(const pytpp_norm_kernels *kt)
 {
@@ -43,11 +50,25 @@ static void forward_converted(const pytpp_norm_kernels *kt, const pytpp_ew_kerne
     for (int64_t i = r0; i < r0 + len; ++i) {
         const char *xi = x + i * ldx * xe;
         char *yi = y + i * ldy * ye;
+        if (i + 1 < r0 + len) prefetch_row(xi + ldx * xe, (size_t)n * xe);
         if (x_dt != cdt) ew->load_cvt[x_dt](n, xi, bx);
         fwd(1, n, x_dt != cdt ? bx : xi, n, w, b, eps, y_dt != cdt ? by : yi, n,
             mean ? mean + i * esz : NULL, rstd + i * esz, 0);
         if (y_dt != cdt) ew->store_cvt[y_dt](n, by, yi);
     }
+}
+
+/* A float32 table reads and writes bf16 rows itself (flags); other storage dtypes go through
+ * the conversion buffers. */
+static int direct_flags(const pytpp_norm_kernels *kt, int x_dt, int y_dt)
+{
+    const int cdt = compute_dt(kt);
+    if (x_dt == cdt && y_dt == cdt) return 0;
+    if (cdt != PYTPP_EW_F32 || (x_dt != cdt && x_dt != PYTPP_EW_BF16) ||
+        (y_dt != cdt && y_dt != PYTPP_EW_BF16))
+        return -1;
+    return (x_dt == PYTPP_EW_BF16 ? PYTPP_NORM_X_BF16 : 0) |
+           (y_dt == PYTPP_EW_BF16 ? PYTPP_NORM_Y_BF16 : 0);
 }
 
 int pytpp_norm_forward(const pytpp_norm_kernels *kt, const pytpp_ew_kernels *ew, int kind,
@@ -57,10 +78,11 @@ int pytpp_norm_forward(const pytpp_norm_kernels *kt, const pytpp_ew_kernels *ew,
 {
     if (m <= 0 || n <= 0) return 0;
     const pytpp_norm_fwd_fn fwd = kind == PYTPP_NORM_RMS ? kt->rms_fwd : kt->layer_fwd;
-    const int esz = kt->esz, nt = thread_count(nthreads, m, n), cdt = compute_dt(kt);
-    const int converted = x_dt != cdt || y_dt != cdt;
+    const int esz = kt->esz, nt = thread_count(nthreads, m, n);
+    const int xe = STORAGE_ESZ[x_dt], ye = STORAGE_ESZ[y_dt];
+    const int direct = direct_flags(kt, x_dt, y_dt), converted = direct < 0;
     /* outputs that would push the inputs of whatever runs next out of the caches */
-    const int stream = m * n * esz >= PYTPP_EW_STREAM_MIN_BYTES;
+    const int flags = direct < 0 ? 0 : direct | (m * n * ye >= PYTPP_EW_STREAM_MIN_BYTES ? PYTPP_NORM_STREAM : 0);
     char *bufs = NULL;
     if (converted && !(bufs = malloc((size_t)nt * 2 * (size_t)n * esz))) return -1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -71,9 +93,9 @@ int pytpp_norm_forward(const pytpp_norm_kernels *kt, const pytpp_ew_kernels *ew,
             forward_converted(kt, ew, fwd, r0, len, n, x, x_dt, ldx, w, b, eps, y, y_dt, ldy,
                               mean, rstd, bufs + (size_t)t * 2 * (size_t)n * esz);
         else if (len > 0)
-            fwd(len, n, row(x, r0, ldx, esz), ldx, w, b, eps, (void *)row(y, r0, ldy, esz), ldy,
+            fwd(len, n, row(x, r0, ldx, xe), ldx, w, b, eps, (void *)row(y, r0, ldy, ye), ldy,
                 mean ? (void *)row(mean, r0, 1, esz) : NULL, (void *)row(rstd, r0, 1, esz),
-                stream);
+                flags);
     }
     free(bufs);
     return 0;
@@ -106,6 +128,10 @@ static void backward_converted(const pytpp_norm_kernels *kt, const pytpp_ew_kern
     for (int64_t i = r0; i < r0 + len; ++i) {
         const char *gi = g + i * ldg * ge, *xi = x + i * ldx * xe;
         char *di = dx + i * lddx * de;
+        if (i + 1 < r0 + len) {
+            prefetch_row(gi + ldg * ge, (size_t)n * ge);
+            prefetch_row(xi + ldx * xe, (size_t)n * xe);
+        }
         if (g_dt != cdt) ew->load_cvt[g_dt](n, gi, bg);
         if (x_dt != cdt) ew->load_cvt[x_dt](n, xi, bx);
         bwd(1, n, g_dt != cdt ? bg : gi, n, x_dt != cdt ? bx : xi, n,

@@ -88,6 +88,7 @@ static inline float ew_ref_exp2i(float p, float n)
 #define V_EXP2I(p, n) ew_ref_exp2i((p), (n))
 #define V_BF16_LOAD(p) ((int32_t)((uint32_t)*(const uint16_t *)(p) << 16))
 #define V_BF16_STORE(p, i) (*(uint16_t *)(p) = (uint16_t)(i))
+#define V_BF16_STREAM(p, i) V_BF16_STORE(p, i)
 #define V_ISNAN(v) ((v) != (v))
 #define V_I_SEL(m, a, b) ((m) ? (b) : (a))
 #endif

@@ -15,12 +15,17 @@
 extern "C" {
 #endif
 
-/* m rows of n elements (x: row stride ldx, y: ldy) of the table's dtype; w, b: n elements or
- * NULL (scale 1, shift 0); mean, rstd: m elements written (mean may be NULL for RMS). stream:
- * y by streaming stores, for outputs beyond the caches. */
+/* Flags of a forward call: y by streaming stores (outputs beyond the caches; ignored for a
+ * bf16 y); x and/or y stored as bfloat16 (float32 tables only: widened on load, y rounded to
+ * nearest even once). */
+enum pytpp_norm_flags { PYTPP_NORM_STREAM = 1, PYTPP_NORM_X_BF16 = 2, PYTPP_NORM_Y_BF16 = 4 };
+
+/* m rows of n elements (x: row stride ldx, y: ldy) of the table's dtype (or bf16, flags); w, b:
+ * n elements or NULL (scale 1, shift 0); mean, rstd: m elements written (mean may be NULL for
+ * RMS). */
 typedef void (*pytpp_norm_fwd_fn)(int64_t m, int64_t n, const void *x, int64_t ldx, const void *w,
                                   const void *b, double eps, void *y, int64_t ldy, void *mean,
-                                  void *rstd, int stream);
+                                  void *rstd, int flags);
 /* Backward of m rows: dx from g (ldg), x (ldx), the saved mean (NULL for RMS) and rstd, and w
  * (NULL: 1). gw, gb (n elements, may be NULL) accumulate sum over rows of g * xhat and g.
  * stream: dx by streaming stores. */
