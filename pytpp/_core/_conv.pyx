@@ -38,6 +38,12 @@ cdef extern from "pytpp/conv.h" nogil:
     void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
                                  int64_t W, const void *x, void *y, int nthreads)
 
+cdef extern from "pytpp/yaconv.h" nogil:
+    int pytpp_yaconv_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
+                             const pytpp_conv_shape *s, int64_t pt, int64_t pl, const void *x,
+                             int64_t sn, int64_t sxh, int64_t sxw, const void *wpk, int64_t nr,
+                             const void *bias, int act, void *out, int nthreads)
+
 
 cdef inline int _dt(cnp.ndarray a):
     return PYTPP_F64 if cnp.PyArray_TYPE(a) == cnp.NPY_DOUBLE else PYTPP_F32
@@ -97,6 +103,31 @@ def forward(cnp.ndarray xp, cnp.ndarray wpk, int64_t nr, int64_t bk, object bias
         err = pytpp_conv2d_forward(gk, ew, &s, px, pw, nr, bk, pb, act, po, out_nchw, nt)
     if err:
         raise MemoryError("pytpp.nn.conv2d: no memory for the tiles")
+
+
+def yaconv_forward(cnp.ndarray x, cnp.ndarray wpk, int64_t nr, object bias, cnp.ndarray out,
+                   tuple geom, int64_t pt, int64_t pl, int act):
+    """YaConv (pytpp/_core/include/pytpp/yaconv.h): x UNPADDED NHWC with unit channel stride
+    (other strides in whole elements), out (N, P, Q, K) C-contiguous; geom as forward's with the
+    unpadded H, W and stride = dilation = groups = 1; pt, pl the top and left padding."""
+    cdef pytpp_conv_shape s = _shape(geom)
+    cdef int dt = _dt(x)
+    cdef int isa = active_isa()
+    cdef const pytpp_gemm_kernels *gk = level(isa).brgemm[dt]
+    cdef const pytpp_ew_kernels *ew = level(isa).eltwise[dt]
+    cdef int64_t esz = cnp.PyArray_ITEMSIZE(x)
+    cdef int64_t sn = cnp.PyArray_STRIDE(x, 0) // esz, sxh = cnp.PyArray_STRIDE(x, 1) // esz
+    cdef int64_t sxw = cnp.PyArray_STRIDE(x, 2) // esz
+    cdef const void *px = cnp.PyArray_DATA(x)
+    cdef const void *pw = cnp.PyArray_DATA(wpk)
+    cdef const void *pb = NULL if bias is None else cnp.PyArray_DATA(<cnp.ndarray>bias)
+    cdef void *po = cnp.PyArray_DATA(out)
+    cdef int nt = num_threads()
+    cdef int err
+    with nogil:
+        err = pytpp_yaconv_forward(gk, ew, &s, pt, pl, px, sn, sxh, sxw, pw, nr, pb, act, po, nt)
+    if err:
+        raise MemoryError("pytpp.nn.conv2d: no memory for YaConv's packed image")
 
 
 def backward_weight(cnp.ndarray xp, cnp.ndarray go, cnp.ndarray gw, tuple geom):
