@@ -130,9 +130,10 @@ int pytpp_yaconv_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
     yc_plan fp = {.gk = gk, .ew = ew, .s = s, .esz = esz, .pt = pt, .pl = pl, .nr = nr,
                   .x = x, .wpk = wpk, .bias = bias, .out = out, .act = act,
                   .sn = sn, .sxh = sxh, .sxw = sxw};
-    fp.mr = gk->mr_max[gk->nv_main];
+    /* tiles of near-equal height (7 rows: 4 + 3, not 6 + 1, whose one-row calls are load-bound) */
+    fp.ntile = cdiv(s->H, gk->mr_max[gk->nv_main]);
+    fp.mr = cdiv(s->H, fp.ntile);
     fp.wp = s->Q + s->S - 1;
-    fp.ntile = cdiv(s->H, fp.mr);
     fp.tile = fp.wp * s->C * fp.mr;
     /* channel blocks: one register block's panel in L1, near-equal blocks of >= 8 channels */
     int64_t cb = imax(8, YC_PANEL_BYTES / (s->S * nr * esz));
