@@ -71,16 +71,21 @@ static void yc_task(const yc_plan *fp, int64_t n, int64_t task, const void **ap,
     const int64_t q0 = qb * fp->bq, qn = imin(fp->bq, Q - q0);
     const int64_t k0 = kt * fp->bkt, kc = imin(fp->bkt, K - k0);
     char *on = fp->out + n * P * ldc * esz;
-    /* the output block is a sum over (channel block, r) of micro-kernel results added in place */
-    for (int64_t p = 0; p < P; ++p)
+    /* The output block is a sum over (channel block, r) of micro-kernel results added in place.
+     * The first pass (first channel block, r = 0) stores instead of adding: it reaches output
+     * rows [pt, pt + H); only the rows outside (the padding's) are zeroed first. */
+    for (int64_t p = 0; p < P; ++p) {
+        if (p >= fp->pt && p < fp->pt + s->H) continue;
         for (int64_t q = q0; q < q0 + qn; ++q)
             memset(on + ((p * Q + q) * K + k0) * esz, 0, (size_t)(kc * esz));
+    }
     for (int64_t c0 = 0; c0 < C; c0 += fp->cb) {
         const int64_t cc = imin(fp->cb, C - c0);
         /* the S taps of one kernel row: S blocks of cc channels, in the packed image cc*mr
          * apart per column, in the weight panel C*nr apart per tap */
         for (int64_t v = 0; v < S; ++v) ap[v] = fp->pack + (v * C + c0) * mr * esz;
         for (int64_t r = 0; r < R; ++r) {
+            const double beta = c0 == 0 && r == 0 ? 0.0 : 1.0;
             for (int64_t v = 0; v < S; ++v)
                 bp[v] = fp->wpk + ((r * S + v) * C + c0) * nr * esz;
             for (int64_t j0 = k0; j0 < k0 + kc; j0 += nr) {
@@ -100,7 +105,7 @@ static void yc_task(const yc_plan *fp, int64_t n, int64_t task, const void **ap,
                             const int64_t p = h0 + i - r + fp->pt;
                             gk->ukr[nv - 1][m - 1][masked](
                                 cc, S, ap, t * fp->tile + q * C * mr + i, 1, mr, bp, b_off, nr,
-                                on + ((p * Q + q) * K + j0) * esz, ldc, 1.0, 1.0, n_last);
+                                on + ((p * Q + q) * K + j0) * esz, ldc, 1.0, beta, n_last);
                             i += m;
                         }
                     }
