@@ -99,9 +99,11 @@ def test_yaconv_resnet50_3x3_layers(isa, rng, C, H, K):
     assert_within(y.transpose(0, 3, 1, 2), ref, absref, C * 9, EPS[np.dtype(np.float32)])
 
 
-def test_threads_give_the_one_thread_result(rng, threads):
-    """Each output's sum runs in the same order whatever the split over threads."""
-    x = rng.standard_normal((2, 13, 11, 40)).astype(np.float32)
+@pytest.mark.parametrize("N", [1, 2, 3, 5])
+def test_threads_give_the_one_thread_result(rng, threads, N):
+    """Each output's sum runs in the same order whatever the split over threads (one image
+    shared by the threads, or whole images per thread)."""
+    x = rng.standard_normal((N, 13, 11, 40)).astype(np.float32)
     w = rng.standard_normal((70, 40, 3, 3)).astype(np.float32)
     y = conv2d(x, w, padding=1, data_format="NHWC", algorithm="yaconv")
     old = pytpp.get_num_threads()
@@ -111,6 +113,8 @@ def test_threads_give_the_one_thread_result(rng, threads):
     finally:
         pytpp.set_num_threads(old)
     np.testing.assert_array_equal(y, y1)
+    ref, absref = reference(x.transpose(0, 3, 1, 2), w, None, 1, None)
+    assert_within(y.transpose(0, 3, 1, 2), ref, absref, 40 * 9, EPS[np.dtype(np.float32)])
 
 
 def test_strided_fortran_input_out_and_packed_weight(isa, rng):

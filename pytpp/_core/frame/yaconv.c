@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pytpp/yaconv.h"
+#include "pytpp/partition.h"
 
 /* Bytes of one register block's weight panel for a channel block (S taps x channels x nr): it
  * stays in L1 (32 KiB on Zen 3) while every (column, tile) of a task passes under it. */
@@ -151,27 +152,46 @@ int pytpp_yaconv_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
     fp.bq = imax(1, imin(s->Q, YC_A_BYTES / imax(1, fp.ntile * fp.mr * cb * esz) - s->S + 1));
     int nt = nthreads < 1 ? 1 : nthreads;
     if ((double)s->N * s->P * s->Q * s->K * s->R * s->S * s->C < 65536.0) nt = 1;
-    while (fp.bq > 1 && fp.nkt * cdiv(s->Q, fp.bq) < 2 * nt) fp.bq = cdiv(fp.bq, 2);
+    /* Whole images per thread when they divide evenly enough: each thread packs into its own
+     * buffer and never waits for the others (the shared image costs two barriers per sample,
+     * which a core busy with something else turns into stalls). */
+    const int by_image = nt > 1 && (s->N % nt == 0 || s->N >= 2 * nt);
+    const int split = by_image ? 1 : nt;     /* threads sharing one image */
+    while (split > 1 && fp.bq > 1 && fp.nkt * cdiv(s->Q, fp.bq) < 2 * split)
+        fp.bq = cdiv(fp.bq, 2);
     fp.nqb = cdiv(s->Q, fp.bq);
     fp.bq = cdiv(s->Q, fp.nqb);         /* near-equal column blocks */
     const int64_t tasks = fp.nkt * fp.nqb;
-    /* the one packed image (thesis: the L3-resident buffer), reused for every sample */
-    fp.pack = malloc((size_t)(fp.ntile * fp.tile * esz) + 64);
-    if (!fp.pack) return -1;
+    /* the packed image (thesis: the L3-resident buffer), one per thread that owns images */
+    const size_t pack_bytes = (size_t)(fp.ntile * fp.tile * esz + 64) / 64 * 64;
+    char *packs = malloc(pack_bytes * (size_t)(by_image ? nt : 1) + 64);
+    if (!packs) return -1;
+    fp.pack = packs;
     int err = 0;
 #pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
     {
         const void **ptrs = malloc(2 * (size_t)s->S * sizeof(void *));
         if (!ptrs) err |= 1;
-        for (int64_t n = 0; n < s->N; ++n) {
+        if (by_image) {
+            int64_t n0, nn;
+            const int me = pytpp_thread_part(s->N, &n0, &nn);
+            yc_plan mine = fp;
+            mine.pack = packs + (size_t)me * pack_bytes;
+            for (int64_t n = n0; n < n0 + nn && ptrs; ++n) {
+                for (int64_t t = 0; t < fp.ntile; ++t) pack_tile(&mine, n, t);
+                for (int64_t t = 0; t < tasks; ++t) yc_task(&mine, n, t, ptrs, ptrs + s->S);
+            }
+        } else {
+            for (int64_t n = 0; n < s->N; ++n) {
 #pragma omp for schedule(static)
-            for (int64_t t = 0; t < fp.ntile; ++t) pack_tile(&fp, n, t);
+                for (int64_t t = 0; t < fp.ntile; ++t) pack_tile(&fp, n, t);
 #pragma omp for schedule(static)
-            for (int64_t t = 0; t < tasks; ++t)
-                if (ptrs) yc_task(&fp, n, t, ptrs, ptrs + s->S);
+                for (int64_t t = 0; t < tasks; ++t)
+                    if (ptrs) yc_task(&fp, n, t, ptrs, ptrs + s->S);
+            }
         }
         free(ptrs);
     }
-    free(fp.pack);
+    free(packs);
     return err ? -1 : 0;
 }
