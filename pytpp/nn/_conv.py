@@ -265,7 +265,9 @@ def conv2d(x: ArrayLike, w: "ArrayLike | PackedConvWeight", bias: ArrayLike | No
         "im2col" is the baseline (an explicit patch matrix times the weight with pytpp.matmul);
         "yaconv" is the thesis 002 ch. 5 algorithm (one packed image, no im2col; stride 1,
         dilation 1, groups 1, kernels larger than 1x1, any padding; other arguments raise
-        ValueError); "auto" runs "brgemm".
+        ValueError); "auto" runs "yaconv" on such layers with an output at most 14 rows high
+        and at least 64 input channels (where it measured faster, docs/conv.md), else
+        "brgemm".
     out : ndarray, optional
         Of the result's shape in x's format; any dtype the result casts to.
 
@@ -307,6 +309,8 @@ def conv2d(x: ArrayLike, w: "ArrayLike | PackedConvWeight", bias: ArrayLike | No
     out = _out_target(out, oshape, res_dt, fn)
     if algorithm == "yaconv":
         _yaconv_supported(R, S, st, dl, groups, fn)
+    elif algorithm == "auto":
+        algorithm = _auto(C, R, S, P, st, dl, groups)
     if algorithm == "yaconv":
         res = _yaconv_forward(x, w, b, act, fmt, (N, C, H, W, K, R, S, P, Q), pads, cdt,
                               out if out is not None and out.dtype == cdt and fmt == "NHWC"
@@ -353,6 +357,29 @@ def _bias_only(res, b, act, fmt, K):
         from pytpp.nn._activations import gelu, relu
         res[...] = (relu if act == 1 else gelu)(res)
     return res
+
+
+# "auto" sends a layer to YaConv when it is in YaConv's domain (stride 1, dilation 1, one group,
+# a kernel larger than 1x1), its output is at most YACONV_MAX_P rows high and it has at least
+# YACONV_MIN_C input channels; everything else runs "brgemm". Measured with `python -m pytpp bench
+# conv --match algo` (Zen 3, AVX2, 1 thread, noisy: other jobs on the 2 cores), brgemm's time
+# over yaconv's on ResNet-50's stride-1 3x3 layers, NHWC and NCHW, N = 1 and 8:
+#   C256 14x14: x1.07-1.20 and C512 7x7: x1.18-1.23 (yaconv always faster),
+#   C128 28x28: x0.94-1.08 and C64 56x56: x0.92-1.03 (a tie or brgemm).
+# On short images the BRGEMM path's output rows are a few wide image rows read as one matrix
+# (2 of every 9 rows at 7x7 are computed and dropped) or short row sweeps, while YaConv's
+# micro-kernel rows run down the image's columns with no waste. Layers with fewer channels
+# were not measured, hence the channel floor.
+YACONV_MAX_P = 14
+YACONV_MIN_C = 64
+
+
+def _auto(C, R, S, P, st, dl, groups):
+    """The algorithm "auto" runs (the rule above)."""
+    if (st == (1, 1) and dl == (1, 1) and groups == 1 and R * S > 1 and P <= YACONV_MAX_P
+            and C >= YACONV_MIN_C):
+        return "yaconv"
+    return "brgemm"
 
 
 def _yaconv_supported(R, S, st, dl, groups, fn):

@@ -50,7 +50,8 @@ def yaconv_case(draw):
     H = draw(st.one_of(st.sampled_from(ODD), st.integers(1, 20)).filter(
         lambda h: h + pt + pb >= R))
     W = draw(st.integers(max(1, S - pl - pr), 19))
-    return {"N": draw(st.sampled_from([1, 1, 2, 3])), "C": draw(st.sampled_from([1, 3, 7, 17, 33, 70, 130])),
+    return {"N": draw(st.sampled_from([1, 1, 2, 3])),
+            "C": draw(st.sampled_from([1, 3, 7, 17, 33, 70, 130])),
             "K": draw(st.sampled_from([1, 5, 16, 17, 33, 63])), "H": H, "W": W, "R": R, "S": S,
             "padding": padding}
 
@@ -185,3 +186,20 @@ def test_unsupported_arguments_raise_before_writing(change, name):
     with pytest.raises(ValueError, match=rf"pytpp\.nn\.conv2d: algorithm='yaconv'.*{name}="):
         conv2d(x, w, out=out, **kw)
     assert (out == 7).all()
+
+
+def test_auto_runs_yaconv_on_short_wide_layers(rng):
+    """The rule in pytpp/nn/_conv.py: stride-1 layers with an output at most 14 rows high and
+    at least 64 input channels run YaConv (same bits as algorithm="yaconv"), others BRGEMM."""
+    from pytpp.nn._conv import _auto
+    assert _auto(512, 3, 3, 7, (1, 1), (1, 1), 1) == "yaconv"
+    assert _auto(256, 3, 3, 14, (1, 1), (1, 1), 1) == "yaconv"
+    assert _auto(64, 3, 3, 56, (1, 1), (1, 1), 1) == "brgemm"
+    assert _auto(512, 3, 3, 7, (2, 2), (1, 1), 1) == "brgemm"
+    assert _auto(512, 1, 1, 7, (1, 1), (1, 1), 1) == "brgemm"
+    assert _auto(512, 3, 3, 7, (1, 1), (1, 1), 2) == "brgemm"
+    assert _auto(32, 3, 3, 7, (1, 1), (1, 1), 1) == "brgemm"
+    x = rng.standard_normal((1, 64, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((8, 64, 3, 3)).astype(np.float32)
+    np.testing.assert_array_equal(conv2d(x, w, padding=1),
+                                  conv2d(x, w, padding=1, algorithm="yaconv"))
