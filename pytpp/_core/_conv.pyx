@@ -38,6 +38,13 @@ cdef extern from "pytpp/conv.h" nogil:
     void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
                                  int64_t W, const void *x, void *y, int nthreads)
 
+cdef extern from "pytpp/pool.h" nogil:
+    ctypedef struct pytpp_pool_shape:
+        int64_t N, C, H, W, P, Q
+        int64_t kh, kw, sh, sw, ph, pw
+    void pytpp_pool2d_forward(int op, int64_t esz, int nhwc, const pytpp_pool_shape *s,
+                              const void *x, const int64_t *xs, void *y, int nthreads)
+
 cdef extern from "pytpp/yaconv.h" nogil:
     int pytpp_yaconv_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
                              const pytpp_conv_shape *s, int64_t pt, int64_t pl, const void *x,
@@ -128,6 +135,24 @@ def yaconv_forward(cnp.ndarray x, cnp.ndarray wpk, int64_t nr, object bias, cnp.
         err = pytpp_yaconv_forward(gk, ew, &s, pt, pl, px, sn, sxh, sxw, pw, nr, pb, act, po, nt)
     if err:
         raise MemoryError("pytpp.nn.conv2d: no memory for YaConv's packed image")
+
+
+def pool2d_forward(int op, cnp.ndarray x, cnp.ndarray y, bint nhwc, tuple geom):
+    """Pooling forward (pytpp/_core/include/pytpp/pool.h): op 0 max, 1 average; x 4-D with unit
+    innermost stride (other strides in whole elements), y C-contiguous of x's dtype;
+    geom (N, C, H, W, P, Q, kh, kw, sh, sw, ph, pw)."""
+    cdef pytpp_pool_shape s
+    (s.N, s.C, s.H, s.W, s.P, s.Q, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw) = geom
+    cdef int64_t esz = cnp.PyArray_ITEMSIZE(x)
+    cdef int64_t xs[3]
+    cdef int i
+    for i in range(3):
+        xs[i] = cnp.PyArray_STRIDE(x, i) // esz
+    cdef const void *px = cnp.PyArray_DATA(x)
+    cdef void *py = cnp.PyArray_DATA(y)
+    cdef int nt = num_threads()
+    with nogil:
+        pytpp_pool2d_forward(op, esz, nhwc, &s, px, xs, py, nt)
 
 
 def backward_weight(cnp.ndarray xp, cnp.ndarray go, cnp.ndarray gw, tuple geom):

@@ -1,0 +1,92 @@
+/* Pooling forward (pool.h): portable loops the compiler vectorises; no ISA code. */
+#include <math.h>
+#include "pytpp/pool.h"
+
+static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* the running max takes v when strictly greater, or when v is NaN and the max is not */
+#define MAX_STEP(o, v) ((v) > (o) || ((v) != (v) && (o) == (o)) ? (v) : (o))
+
+/* One output pixel row (n, p) of NHWC: Q pixels of C channels. Each pixel starts from its first
+ * tap (padding: -inf or +0.0) and takes the others in (r, s) order. */
+#define NHWC_ROW(T)                                                                            \
+    do {                                                                                       \
+        const T *xn = (const T *)x + n * xs[0];                                                \
+        T *yr = (T *)y + (n * s->P + p) * s->Q * C;                                            \
+        const T fill = op == PYTPP_POOL_MAX ? (T)-INFINITY : (T)0;                             \
+        const T inv = (T)1 / (T)(s->kh * s->kw);                                               \
+        for (int64_t q = 0; q < s->Q; ++q) {                                                   \
+            T *o = yr + q * C;                                                                 \
+            for (int64_t t = 0; t < s->kh * s->kw; ++t) {                                      \
+                const int64_t h = p * s->sh + t / s->kw - s->ph;                               \
+                const int64_t w = q * s->sw + t % s->kw - s->pw;                               \
+                const int in = h >= 0 && h < s->H && w >= 0 && w < s->W;                       \
+                const T *v = xn + h * xs[1] + w * xs[2];                                       \
+                if (t == 0) {                                                                  \
+                    if (in) for (int64_t c = 0; c < C; ++c) o[c] = v[c];                       \
+                    else for (int64_t c = 0; c < C; ++c) o[c] = fill;                          \
+                } else if (op == PYTPP_POOL_MAX) {                                             \
+                    if (in) for (int64_t c = 0; c < C; ++c) o[c] = MAX_STEP(o[c], v[c]);       \
+                } else if (in) {                                                               \
+                    for (int64_t c = 0; c < C; ++c) o[c] += v[c];                              \
+                } else {                                                                       \
+                    for (int64_t c = 0; c < C; ++c) o[c] += (T)0;                              \
+                }                                                                              \
+            }                                                                                  \
+            if (op == PYTPP_POOL_AVG) for (int64_t c = 0; c < C; ++c) o[c] *= inv;            \
+        }                                                                                      \
+    } while (0)
+
+/* One output row (n, c, p) of NCHW: Q outputs; per tap, the columns whose input column is
+ * inside the image [q0, q1) read it at stride sw, the others take the padding value. */
+#define NCHW_ROW(T)                                                                            \
+    do {                                                                                       \
+        const T *xc = (const T *)x + n * xs[0] + c * xs[1];                                    \
+        T *o = (T *)y + ((n * s->C + c) * s->P + p) * s->Q;                                    \
+        const int64_t Q = s->Q, sw = s->sw;                                                    \
+        const T fill = op == PYTPP_POOL_MAX ? (T)-INFINITY : (T)0;                             \
+        const T inv = (T)1 / (T)(s->kh * s->kw);                                               \
+        for (int64_t t = 0; t < s->kh * s->kw; ++t) {                                          \
+            const int64_t h = p * s->sh + t / s->kw - s->ph, u = t % s->kw - s->pw;            \
+            const int hin = h >= 0 && h < s->H;                                                \
+            /* columns q with 0 <= q*sw + u < W */                                             \
+            const int64_t q0 = hin ? imin(Q, imax(0, (-u + sw - 1) / sw)) : Q;                 \
+            const int64_t q1 = hin ? imax(q0, imin(Q, (s->W - u + sw - 1) / sw)) : Q;          \
+            const T *v = xc + h * xs[2] + u;                                                   \
+            if (t == 0) {                                                                      \
+                for (int64_t q = 0; q < q0; ++q) o[q] = fill;                                  \
+                for (int64_t q = q0; q < q1; ++q) o[q] = v[q * sw];                            \
+                for (int64_t q = q1; q < Q; ++q) o[q] = fill;                                  \
+            } else if (op == PYTPP_POOL_MAX) {                                                 \
+                for (int64_t q = q0; q < q1; ++q) o[q] = MAX_STEP(o[q], v[q * sw]);            \
+            } else {                                                                           \
+                for (int64_t q = 0; q < q0; ++q) o[q] += (T)0;                                 \
+                for (int64_t q = q0; q < q1; ++q) o[q] += v[q * sw];                           \
+                for (int64_t q = q1; q < Q; ++q) o[q] += (T)0;                                 \
+            }                                                                                  \
+        }                                                                                      \
+        if (op == PYTPP_POOL_AVG) for (int64_t q = 0; q < Q; ++q) o[q] *= inv;                \
+    } while (0)
+
+void pytpp_pool2d_forward(int op, int64_t esz, int nhwc, const pytpp_pool_shape *s,
+                          const void *x, const int64_t xs[3], void *y, int nthreads)
+{
+    const int64_t rows = nhwc ? s->N * s->P : s->N * s->C * s->P;
+    if (rows <= 0 || s->Q <= 0 || s->C <= 0) return;
+    int nt = nthreads < 1 ? 1 : nthreads;
+    /* a row is cheap: threads only for outputs of ~32K elements times taps and more */
+    if ((double)rows * s->Q * (nhwc ? s->C : 1) * s->kh * s->kw < 32768.0) nt = 1;
+    const int64_t C = s->C;
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int64_t row = 0; row < rows; ++row) {
+        const int64_t p = row % s->P;
+        if (nhwc) {
+            const int64_t n = row / s->P;
+            if (esz == 8) NHWC_ROW(double); else NHWC_ROW(float);
+        } else {
+            const int64_t c = row / s->P % C, n = row / s->P / C;
+            if (esz == 8) NCHW_ROW(double); else NCHW_ROW(float);
+        }
+    }
+}
