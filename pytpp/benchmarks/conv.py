@@ -14,6 +14,10 @@ A "yaconv" group times the algorithms against each other on the stride-1 3x3 lay
 domain, thesis 002 ch. 5) at N = 1 and N = 8, NHWC: algorithm="yaconv", "brgemm" and "auto"
 interleaved in one run, torch beside them; its summary gives brgemm's time over yaconv's per
 layer (above 1: yaconv faster), the figures behind conv2d's "auto" rule.
+
+A "pool" group times max_pool2d / avg_pool2d forward (ResNet-50's 3x3/2 stem pool, a 2x2/2 average
+pool, the 7x7 global average pool) in both formats against torch in both, in GB/s of input read
+plus output written (% of the measured copy bandwidth).
 """
 import math
 
@@ -129,6 +133,34 @@ def _yaconv_summary(h, what, ratios):
     h.out(f"-- {what}: brgemm time / yaconv time (>1: yaconv faster): {per}; geomean x{geo:.2f}")
 
 
+POOLS = [  # (name, op, N, C, H, kernel, stride, padding)
+    ("maxpool 3x3/2 C64 112x112", "max", 1, 64, 112, 3, 2, 1),
+    ("maxpool 3x3/2 C64 112x112", "max", 8, 64, 112, 3, 2, 1),
+    ("avgpool 2x2/2 C256 56x56", "avg", 8, 256, 56, 2, 2, 0),
+    ("avgpool 7x7 C2048 7x7", "avg", 8, 2048, 7, 7, 7, 0),
+]
+
+
+def _pool(h, threads, case):
+    torch = h.torch
+    name, op, N, C, H, k, s, p = case
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((N, C, H, H)).astype(np.float32)
+    xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    f = nn.max_pool2d if op == "max" else nn.avg_pool2d
+    impls = [("pytpp NHWC", lambda: f(xh, k, s, p, data_format="NHWC")),
+             ("pytpp NCHW", lambda: f(x, k, s, p))]
+    if torch is not None:
+        tf = torch.nn.functional.max_pool2d if op == "max" else torch.nn.functional.avg_pool2d
+        tx = torch.from_numpy(x)
+        txc = tx.contiguous(memory_format=torch.channels_last)
+        impls += [("torch NCHW", lambda: tf(tx, k, s, p)), ("torch NHWC", lambda: tf(txc, k, s, p))]
+    P = (H + 2 * p - k) // s + 1
+    nbytes = 4.0 * N * C * (H * H + P * P)
+    h.compare(f"{name} N={N} pool", threads, nbytes, "GB/s", "copy_gbs", impls,
+              flops=N * C * P * P * k * k)
+
+
 def _summary(h, what, summary):
     if not summary:
         return
@@ -241,6 +273,8 @@ def run(h):
             for i in YACONV_LAYERS:
                 _yaconv(h, threads, N, RESNET50[i], ratios)
             _yaconv_summary(h, f"yaconv N={N}, {threads} thread(s)", ratios)
+        for case in POOLS:
+            _pool(h, threads, case)
         for i in ([2, 8] if h.quick else [2, 6, 8, 14, 20]):
             _backward(h, threads, 1, RESNET50[i])
         _atacworks(h, threads)

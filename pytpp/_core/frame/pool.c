@@ -69,6 +69,34 @@ static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
         if (op == PYTPP_POOL_AVG) for (int64_t q = 0; q < Q; ++q) o[q] *= inv;                \
     } while (0)
 
+/* NCHW rows of few outputs (a 7x7 window over a 7x7 image): per output, its taps in (r, s)
+ * order; the tap-major loop above would run kh*kw loops of one or two iterations each. */
+#define NCHW_ROW_SHORT(T)                                                                      \
+    do {                                                                                       \
+        const T *xc = (const T *)x + n * xs[0] + c * xs[1];                                    \
+        T *o = (T *)y + ((n * s->C + c) * s->P + p) * s->Q;                                    \
+        const T fill = op == PYTPP_POOL_MAX ? (T)-INFINITY : (T)0;                             \
+        const T inv = (T)1 / (T)(s->kh * s->kw);                                               \
+        for (int64_t q = 0; q < s->Q; ++q) {                                                   \
+            T acc = fill;                                                                      \
+            for (int64_t r = 0; r < s->kh; ++r) {                                              \
+                const int64_t h = p * s->sh + r - s->ph;                                       \
+                const int hin = h >= 0 && h < s->H;                                            \
+                for (int64_t u = 0; u < s->kw; ++u) {                                          \
+                    const int64_t w = q * s->sw + u - s->pw;                                   \
+                    const T v = hin && w >= 0 && w < s->W ? xc[h * xs[2] + w] : fill;          \
+                    if (r == 0 && u == 0) acc = v;                                             \
+                    else if (op == PYTPP_POOL_MAX) acc = MAX_STEP(acc, v);                     \
+                    else acc += v;                                                             \
+                }                                                                              \
+            }                                                                                  \
+            o[q] = op == PYTPP_POOL_AVG ? acc * inv : acc;                                     \
+        }                                                                                      \
+    } while (0)
+
+/* Below this many outputs per row, NCHW runs output by output (NCHW_ROW_SHORT). */
+#define POOL_SHORT_ROW 8
+
 void pytpp_pool2d_forward(int op, int64_t esz, int nhwc, const pytpp_pool_shape *s,
                           const void *x, const int64_t xs[3], void *y, int nthreads)
 {
@@ -86,7 +114,11 @@ void pytpp_pool2d_forward(int op, int64_t esz, int nhwc, const pytpp_pool_shape 
             if (esz == 8) NHWC_ROW(double); else NHWC_ROW(float);
         } else {
             const int64_t c = row / s->P % C, n = row / s->P / C;
-            if (esz == 8) NCHW_ROW(double); else NCHW_ROW(float);
+            if (s->Q < POOL_SHORT_ROW) {
+                if (esz == 8) NCHW_ROW_SHORT(double); else NCHW_ROW_SHORT(float);
+            } else {
+                if (esz == 8) NCHW_ROW(double); else NCHW_ROW(float);
+            }
         }
     }
 }
