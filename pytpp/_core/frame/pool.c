@@ -8,6 +8,29 @@ static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 /* the running max takes v when strictly greater, or when v is NaN and the max is not */
 #define MAX_STEP(o, v) ((v) > (o) || ((v) != (v) && (o) == (o)) ? (v) : (o))
 
+/* o = MAX_STEP(o, v) over n channels, in chunks: the running max is a plain `v > o ? v : o`
+ * (one max instruction, which keeps o when either is NaN, so a NaN in o stays) while an OR
+ * notes whether v held a NaN; only then does a second pass give each NaN v to its max (where
+ * that is not NaN yet). Same result as MAX_STEP, without its four extra vector operations per
+ * tap on NaN-free data. */
+#define MAX_CHUNK 256
+#define MAX_TAP_NHWC(T, o, v, n)                                                               \
+    do {                                                                                       \
+        for (int64_t c0 = 0; c0 < (n); c0 += MAX_CHUNK) {                                      \
+            const int64_t cn = imin(MAX_CHUNK, (n) - c0);                                      \
+            T *oc = (o) + c0;                                                                  \
+            const T *vc = (v) + c0;                                                            \
+            int nan = 0;                                                                       \
+            for (int64_t c = 0; c < cn; ++c) {                                                 \
+                oc[c] = vc[c] > oc[c] ? vc[c] : oc[c];                                         \
+                nan |= vc[c] != vc[c];                                                         \
+            }                                                                                  \
+            if (nan)                                                                           \
+                for (int64_t c = 0; c < cn; ++c)                                               \
+                    if (vc[c] != vc[c] && oc[c] == oc[c]) oc[c] = vc[c];                       \
+        }                                                                                      \
+    } while (0)
+
 /* One output pixel row (n, p) of NHWC: Q pixels of C channels. Each pixel starts from its first
  * tap (padding: -inf or +0.0) and takes the others in (r, s) order. */
 #define NHWC_ROW(T)                                                                            \
@@ -27,7 +50,7 @@ static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
                     if (in) for (int64_t c = 0; c < C; ++c) o[c] = v[c];                       \
                     else for (int64_t c = 0; c < C; ++c) o[c] = fill;                          \
                 } else if (op == PYTPP_POOL_MAX) {                                             \
-                    if (in) for (int64_t c = 0; c < C; ++c) o[c] = MAX_STEP(o[c], v[c]);       \
+                    if (in) MAX_TAP_NHWC(T, o, v, C);                                          \
                 } else if (in) {                                                               \
                     for (int64_t c = 0; c < C; ++c) o[c] += v[c];                              \
                 } else {                                                                       \
