@@ -93,27 +93,37 @@ static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
     } while (0)
 
 /* NCHW rows of few outputs (a 7x7 window over a 7x7 image): per output, its taps in (r, s)
- * order; the tap-major loop above would run kh*kw loops of one or two iterations each. */
+ * order, for POOL_PLANES channels at once (independent sums: one tap's sequential chain of
+ * dependent adds was the limit); the tap-major loop above would run kh*kw loops of one or two
+ * iterations each. */
+#define POOL_PLANES 8
 #define NCHW_ROW_SHORT(T)                                                                      \
     do {                                                                                       \
-        const T *xc = (const T *)x + n * xs[0] + c * xs[1];                                    \
-        T *o = (T *)y + ((n * s->C + c) * s->P + p) * s->Q;                                    \
+        const int64_t c0 = cb * POOL_PLANES, nc = imin(POOL_PLANES, s->C - c0);                \
+        const T *xc = (const T *)x + n * xs[0] + c0 * xs[1];                                   \
+        T *o = (T *)y + ((n * s->C + c0) * s->P + p) * s->Q;                                   \
+        const int64_t ostep = s->P * s->Q;                                                     \
         const T fill = op == PYTPP_POOL_MAX ? (T)-INFINITY : (T)0;                             \
         const T inv = (T)1 / (T)(s->kh * s->kw);                                               \
         for (int64_t q = 0; q < s->Q; ++q) {                                                   \
-            T acc = fill;                                                                      \
+            T acc[POOL_PLANES];                                                                \
             for (int64_t r = 0; r < s->kh; ++r) {                                              \
                 const int64_t h = p * s->sh + r - s->ph;                                       \
                 const int hin = h >= 0 && h < s->H;                                            \
                 for (int64_t u = 0; u < s->kw; ++u) {                                          \
                     const int64_t w = q * s->sw + u - s->pw;                                   \
-                    const T v = hin && w >= 0 && w < s->W ? xc[h * xs[2] + w] : fill;          \
-                    if (r == 0 && u == 0) acc = v;                                             \
-                    else if (op == PYTPP_POOL_MAX) acc = MAX_STEP(acc, v);                     \
-                    else acc += v;                                                             \
+                    const int in = hin && w >= 0 && w < s->W;                                  \
+                    const T *xv = xc + h * xs[2] + w;                                          \
+                    for (int64_t j = 0; j < nc; ++j) {                                         \
+                        const T v = in ? xv[j * xs[1]] : fill;                                 \
+                        if (r == 0 && u == 0) acc[j] = v;                                      \
+                        else if (op == PYTPP_POOL_MAX) acc[j] = MAX_STEP(acc[j], v);           \
+                        else acc[j] += v;                                                      \
+                    }                                                                          \
                 }                                                                              \
             }                                                                                  \
-            o[q] = op == PYTPP_POOL_AVG ? acc * inv : acc;                                     \
+            for (int64_t j = 0; j < nc; ++j)                                                   \
+                o[j * ostep + q] = op == PYTPP_POOL_AVG ? acc[j] * inv : acc[j];               \
         }                                                                                      \
     } while (0)
 
@@ -123,11 +133,13 @@ static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 void pytpp_pool2d_forward(int op, int64_t esz, int nhwc, const pytpp_pool_shape *s,
                           const void *x, const int64_t xs[3], void *y, int nthreads)
 {
-    const int64_t rows = nhwc ? s->N * s->P : s->N * s->C * s->P;
-    if (rows <= 0 || s->Q <= 0 || s->C <= 0) return;
+    if (s->N <= 0 || s->P <= 0 || s->Q <= 0 || s->C <= 0) return;
+    const int short_rows = !nhwc && s->Q < POOL_SHORT_ROW;
+    const int64_t cblocks = (s->C + POOL_PLANES - 1) / POOL_PLANES;
+    const int64_t rows = nhwc ? s->N * s->P : s->N * (short_rows ? cblocks : s->C) * s->P;
     int nt = nthreads < 1 ? 1 : nthreads;
     /* a row is cheap: threads only for outputs of ~32K elements times taps and more */
-    if ((double)rows * s->Q * (nhwc ? s->C : 1) * s->kh * s->kw < 32768.0) nt = 1;
+    if ((double)s->N * s->C * s->P * s->Q * s->kh * s->kw < 32768.0) nt = 1;
     const int64_t C = s->C;
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
     for (int64_t row = 0; row < rows; ++row) {
@@ -135,13 +147,12 @@ void pytpp_pool2d_forward(int op, int64_t esz, int nhwc, const pytpp_pool_shape 
         if (nhwc) {
             const int64_t n = row / s->P;
             if (esz == 8) NHWC_ROW(double); else NHWC_ROW(float);
+        } else if (short_rows) {
+            const int64_t cb = row / s->P % cblocks, n = row / s->P / cblocks;
+            if (esz == 8) NCHW_ROW_SHORT(double); else NCHW_ROW_SHORT(float);
         } else {
             const int64_t c = row / s->P % C, n = row / s->P / C;
-            if (s->Q < POOL_SHORT_ROW) {
-                if (esz == 8) NCHW_ROW_SHORT(double); else NCHW_ROW_SHORT(float);
-            } else {
-                if (esz == 8) NCHW_ROW(double); else NCHW_ROW(float);
-            }
+            if (esz == 8) NCHW_ROW(double); else NCHW_ROW(float);
         }
     }
 }
