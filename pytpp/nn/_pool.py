@@ -110,7 +110,7 @@ def max_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
            [13., 15.]], dtype=float32)
     """
     fn = "pytpp.nn.max_pool2d"
-    fmt, x, xn, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
+    fmt, x, _, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
     return _forward_c(0, fmt, x, k, s, p, P, Q).astype(x.dtype, copy=False)
 
 
@@ -128,7 +128,7 @@ def avg_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
            [0.25, 0.25]], dtype=float32)
     """
     fn = "pytpp.nn.avg_pool2d"
-    fmt, x, xn, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
+    fmt, x, _, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
     return _forward_c(1, fmt, x, k, s, p, P, Q).astype(x.dtype, copy=False)
 
 
