@@ -139,6 +139,11 @@ def test_strided_fortran_input_out_and_packed_weight(isa, rng):
     conv2d(xv.transpose(0, 3, 1, 2), w, b, padding=(2, 1), activation="relu",
            algorithm="yaconv", out=outc)
     np.testing.assert_allclose(outc, y.transpose(0, 3, 1, 2), rtol=0, atol=0)
+    out32 = np.full((2, 17, 15, 12), np.nan, np.float32)      # NCHW, the compute dtype
+    r = conv2d(xv.transpose(0, 3, 1, 2), w, b, padding=(2, 1), activation="relu",
+               algorithm="yaconv", out=out32)
+    assert r is out32
+    np.testing.assert_array_equal(out32, y.transpose(0, 3, 1, 2))
 
 
 def test_agrees_with_brgemm_and_bfloat16_widens(rng):
