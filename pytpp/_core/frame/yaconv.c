@@ -160,7 +160,14 @@ int pytpp_yaconv_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
     while (split > 1 && fp.bq > 1 && fp.nkt * cdiv(s->Q, fp.bq) < 2 * split)
         fp.bq = cdiv(fp.bq, 2);
     fp.nqb = cdiv(s->Q, fp.bq);
+    /* a task count the sharing threads divide evenly (7 tasks on 2 threads idled one an eighth) */
+    for (int64_t nq = fp.nqb; split > 1 && nq <= s->Q; ++nq)
+        if (fp.nkt * cdiv(s->Q, cdiv(s->Q, nq)) % split == 0) {
+            fp.nqb = nq;
+            break;
+        }
     fp.bq = cdiv(s->Q, fp.nqb);         /* near-equal column blocks */
+    fp.nqb = cdiv(s->Q, fp.bq);
     const int64_t tasks = fp.nkt * fp.nqb;
     /* the packed image (thesis: the L3-resident buffer), one per thread that owns images */
     const size_t pack_bytes = (size_t)(fp.ntile * fp.tile * esz + 64) / 64 * 64;
