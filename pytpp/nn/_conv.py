@@ -365,7 +365,8 @@ def _bias_only(res, b, act, fmt, K):
 # conv --match algo` (Zen 3, AVX2, 1 thread, noisy: other jobs on the 2 cores), brgemm's time
 # over yaconv's on ResNet-50's stride-1 3x3 layers, NHWC and NCHW, N = 1 and 8:
 #   C256 14x14: x1.07-1.20 and C512 7x7: x1.18-1.23 (yaconv always faster),
-#   C128 28x28: x0.94-1.08 and C64 56x56: x0.92-1.03 (a tie or brgemm).
+#   C128 28x28: x0.94-1.09 and C64 56x56: x0.92-1.04 (a tie);
+# at 2 threads (NHWC, N = 1 / 8): 14x14 x1.14 / x1.12, 7x7 x1.16 / x1.23, 56x56 and 28x28 x0.92-1.03.
 # On short images the BRGEMM path's output rows are a few wide image rows read as one matrix
 # (2 of every 9 rows at 7x7 are computed and dropped) or short row sweeps, while YaConv's
 # micro-kernel rows run down the image's columns with no waste. Layers with fewer channels
