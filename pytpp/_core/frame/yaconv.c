@@ -13,6 +13,8 @@
 #define YC_A_BYTES (160 * 1024)
 /* Output channels per task (a multiple of nr), as the BRGEMM engine's blocks. */
 #define YC_BK 64
+/* Independent accumulators that hide the FMA latency (Zen 3: 2 FMA units x 4 cycles). */
+#define YC_ACCUMULATORS 8
 
 static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -101,8 +103,10 @@ static void yc_task(const yc_plan *fp, int64_t n, int64_t task, const void **ap,
                         const int64_t h0 = t * mr;
                         int64_t i = imax(0, r - fp->pt - h0);
                         const int64_t i1 = imin(imin(mr, s->H - h0), P + r - fp->pt - h0);
-                        while (i < i1) {
-                            const int64_t m = imin(mcap, i1 - i);
+                        /* near-equal calls of at most mcap rows: 7 rows are 4 + 3 */
+                        const int64_t nch = cdiv(i1 - i, mcap), base = i1 - i;
+                        for (int64_t ch = 0; ch < nch; ++ch) {
+                            const int64_t m = base / nch + (ch < base % nch);
                             const int64_t p = h0 + i - r + fp->pt;
                             gk->ukr[nv - 1][m - 1][masked](
                                 cc, S, ap, t * fp->tile + q * C * mr + i, 1, mr, bp, b_off, nr,
@@ -126,6 +130,34 @@ static void yc_task(const yc_plan *fp, int64_t n, int64_t task, const void **ap,
         }
 }
 
+/* The packed tile height T: the image rows of one tile sit side by side (T elements per k step,
+ * at most one cache line), and per kernel row r each tile's rows that land in the output are
+ * cut into near-equal calls of at most mrmax rows. A call of m rows keeps m * nv_main
+ * accumulators in flight; below `need` rows the FMA latency, not the FMA units, sets its time.
+ * Cost of a T: the sum over (r, tile, call) of max(m, need) plus a quarter row per call; the
+ * cheapest T wins (7 rows: one tile of 7, whose r = 0 and r = 2 rows are single 6-row calls;
+ * tiles of 4 + 3 made calls of 4, 2, 4, 3, 3, 3). */
+static int64_t tile_height(const pytpp_conv_shape *s, int64_t pt, int64_t mrmax, int64_t tmax,
+                           int64_t need)
+{
+    int64_t best_t = imin(mrmax, s->H);
+    double best = -1.0;
+    for (int64_t T = 1; T <= imin(tmax, s->H); ++T) {
+        double cost = 0.0;
+        for (int64_t r = 0; r < s->R; ++r)
+            for (int64_t h0 = 0; h0 < s->H; h0 += T) {
+                const int64_t i0 = imax(0, r - pt - h0);
+                const int64_t i1 = imin(imin(T, s->H - h0), s->P + r - pt - h0);
+                if (i1 <= i0) continue;
+                const int64_t len = i1 - i0, nch = cdiv(len, mrmax);
+                for (int64_t c = 0; c < nch; ++c)
+                    cost += (double)imax(len / nch + (c < len % nch), need) + 0.25;
+            }
+        if (best < 0 || cost < best) best = cost, best_t = T;
+    }
+    return best_t;
+}
+
 int pytpp_yaconv_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
                          const pytpp_conv_shape *s, int64_t pt, int64_t pl, const void *x,
                          int64_t sn, int64_t sxh, int64_t sxw, const void *wpk, int64_t nr,
@@ -137,8 +169,9 @@ int pytpp_yaconv_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
                   .x = x, .wpk = wpk, .bias = bias, .out = out, .act = act,
                   .sn = sn, .sxh = sxh, .sxw = sxw};
     /* tiles of near-equal height (7 rows: 4 + 3, not 6 + 1, whose one-row calls are load-bound) */
-    fp.ntile = cdiv(s->H, gk->mr_max[gk->nv_main]);
-    fp.mr = cdiv(s->H, fp.ntile);
+    fp.mr = tile_height(s, pt, gk->mr_max[gk->nv_main], imax(gk->mr_max[gk->nv_main], 64 / esz),
+                        cdiv(YC_ACCUMULATORS, gk->nv_main));
+    fp.ntile = cdiv(s->H, fp.mr);
     fp.wp = s->Q + s->S - 1;
     fp.tile = fp.wp * s->C * fp.mr;
     /* channel blocks: one register block's panel in L1, near-equal blocks of >= 8 channels */
