@@ -362,11 +362,10 @@ def _bias_only(res, b, act, fmt, K):
 # "auto" sends a layer to YaConv when it is in YaConv's domain (stride 1, dilation 1, one group,
 # a kernel larger than 1x1), its output is at most YACONV_MAX_P rows high and it has at least
 # YACONV_MIN_C input channels; everything else runs "brgemm". Measured with `python -m pytpp bench
-# conv --match algo` (Zen 3, AVX2, 1 thread, noisy: other jobs on the 2 cores), brgemm's time
-# over yaconv's on ResNet-50's stride-1 3x3 layers, NHWC and NCHW, N = 1 and 8:
-#   C256 14x14: x1.07-1.20 and C512 7x7: x1.18-1.23 (yaconv always faster),
-#   C128 28x28: x0.94-1.09 and C64 56x56: x0.92-1.04 (a tie);
-# at 2 threads (NHWC, N = 1 / 8): 14x14 x1.14 / x1.12, 7x7 x1.16 / x1.23, 56x56 and 28x28 x0.92-1.03.
+# conv --match algo` (Zen 3, AVX2, noisy: other jobs on the 2 cores), brgemm's time over yaconv's
+# on ResNet-50's stride-1 3x3 layers, NHWC, N = 1 / 8, 1 thread then 2:
+#   C256 14x14: x1.16 / x1.14, x1.12 / x1.05;  C512 7x7: x1.33 / x1.39, x1.27 / x1.32;
+#   C128 28x28: x0.97 / x1.04, x1.02 / x1.07;  C64 56x56: x0.95 / x1.04, x1.00 / x1.08 (ties).
 # On short images the BRGEMM path's output rows are a few wide image rows read as one matrix
 # (2 of every 9 rows at 7x7 are computed and dropped) or short row sweeps, while YaConv's
 # micro-kernel rows run down the image's columns with no waste. Layers with fewer channels

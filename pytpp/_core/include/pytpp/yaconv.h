@@ -1,15 +1,16 @@
 /* YaConv (thesis 002 ch. 5): a stride-1 convolution with no im2col and one packed image.
  *
  * The NHWC image of one sample, read as a matrix of H rows of W*C elements, is packed once into
- * tiles of MR image rows (MR = the level's register block height), each tile [Wp][C][MR] with the
- * left/right zero padding inserted: the micro-kernel's A operand for (tile, output column q, one
- * kernel row) is then a contiguous [S*C] x [MR] run (k = S*C channels-and-taps, unit stride
- * between the MR rows). One micro-kernel call applies one kernel row r of nr filters to MR image
- * rows at output column q and adds the result into output rows h - r + top: the sum over the R
- * kernel rows happens in the output (the thesis' "one-row convolutions"), not in the kernel.
- * The image rows whose output row falls outside [0, P) (the thesis' spill-over, for which it
- * reserves an output spill buffer) are never computed: the level's table has every smaller MR,
- * so the call is clipped to the rows that land in the output.
+ * tiles of T image rows, each tile [Wp][C][T] with the left/right zero padding inserted: the
+ * micro-kernel's A operand for (tile, output column q, one kernel row) is then a contiguous
+ * [S*C] x [T] run (k = S*C channels-and-taps, unit stride between the rows). One micro-kernel
+ * call applies one kernel row r of nr filters to up to MR rows of a tile at output column q and
+ * adds the result into output rows h - r + top: the sum over the R kernel rows happens in the
+ * output (the thesis' "one-row convolutions"), not in the kernel. The image rows whose output
+ * row falls outside [0, P) (the thesis' spill-over, for which it reserves an output spill buffer)
+ * are never computed: the level's table has every smaller MR, so the calls are clipped to the
+ * rows that land in the output (and cut into near-equal calls; T comes from a cost model of
+ * those calls, yaconv.c).
  *
  * The weights are the conv engine's packed panels (conv.h, groups = 1): for kernel row r and a
  * channel block, the S taps are S runs of [channels][nr] in the panel. */
