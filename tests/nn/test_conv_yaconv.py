@@ -126,7 +126,8 @@ def test_strided_fortran_input_out_and_packed_weight(isa, rng):
     w = rng.standard_normal((17, 9, 3, 2)).astype(np.float32)
     b = rng.standard_normal(17).astype(np.float32)
     ref, absref = reference(xv.transpose(0, 3, 1, 2), w, b, (2, 1), "relu")
-    for xin in (xv, xf):
+    xr = base[:, ::-1].copy()[:, ::-1][:, 1:14, ::2]  # a negative row stride, xv's values
+    for xin in (xv, xf, xr):
         y = conv2d(xin, w, b, padding=(2, 1), data_format="NHWC", activation="relu",
                    algorithm="yaconv")
         assert_within(y.transpose(0, 3, 1, 2), ref, absref, 9 * 6, EPS[np.dtype(np.float32)])
