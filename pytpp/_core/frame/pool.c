@@ -8,31 +8,46 @@ static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 /* the running max takes v when strictly greater, or when v is NaN and the max is not */
 #define MAX_STEP(o, v) ((v) > (o) || ((v) != (v) && (o) == (o)) ? (v) : (o))
 
-/* o = MAX_STEP(o, v) over n channels, in chunks: the running max is a plain `v > o ? v : o`
- * (one max instruction, which keeps o when either is NaN, so a NaN in o stays) while an OR
- * notes whether v held a NaN; only then does a second pass give each NaN v to its max (where
- * that is not NaN yet). Same result as MAX_STEP, without its four extra vector operations per
- * tap on NaN-free data. */
-#define MAX_CHUNK 256
-#define MAX_TAP_NHWC(T, o, v, n)                                                               \
+/* Max pooling of one chunk of NC channels (from c0) of output pixel (p, q) of NHWC, its taps in
+ * (r, s) order, the running max in a local array: with NC the constant POOL_CHUNK the compiler
+ * keeps it in registers over the taps (loading and storing it at every tap made max pooling 20%
+ * slower than torch's). The max takes `v > o ? v : o` (one max instruction; a NaN already in o
+ * stays) and, only when the tap held a NaN, gives each NaN to its max where that is not NaN yet:
+ * MAX_STEP's result. (Average pooling kept the tap-major loop over the pixel's whole row of
+ * channels: chunked, its 7x7 global pool ran 3x slower, the taps' rows no longer read in turn.) */
+#define POOL_CHUNK(T) (64 / (int64_t)sizeof(T) * 2)
+#define NHWC_MAX_CHUNK(T, NC)                                                                  \
     do {                                                                                       \
-        for (int64_t c0 = 0; c0 < (n); c0 += MAX_CHUNK) {                                      \
-            const int64_t cn = imin(MAX_CHUNK, (n) - c0);                                      \
-            T *oc = (o) + c0;                                                                  \
-            const T *vc = (v) + c0;                                                            \
+        T acc[POOL_CHUNK(T)];                                                                  \
+        {                                                                                      \
+            const int64_t h = p * s->sh - s->ph, w = q * s->sw - s->pw;                        \
+            const T *v = xn + h * xs[1] + w * xs[2] + c0;                                      \
+            if (h >= 0 && h < s->H && w >= 0 && w < s->W)                                      \
+                for (int64_t c = 0; c < (NC); ++c) acc[c] = v[c];                              \
+            else                                                                               \
+                for (int64_t c = 0; c < (NC); ++c) acc[c] = fill;                              \
+        }                                                                                      \
+        for (int64_t t = 1; t < s->kh * s->kw; ++t) {                                          \
+            const int64_t h = p * s->sh + t / s->kw - s->ph;                                   \
+            const int64_t w = q * s->sw + t % s->kw - s->pw;                                   \
+            const int in = h >= 0 && h < s->H && w >= 0 && w < s->W;                           \
+            const T *v = xn + h * xs[1] + w * xs[2] + c0;                                      \
+            if (!in) continue;                                                                 \
             int nan = 0;                                                                       \
-            for (int64_t c = 0; c < cn; ++c) {                                                 \
-                oc[c] = vc[c] > oc[c] ? vc[c] : oc[c];                                         \
-                nan |= vc[c] != vc[c];                                                         \
+            for (int64_t c = 0; c < (NC); ++c) {                                               \
+                acc[c] = v[c] > acc[c] ? v[c] : acc[c];                                        \
+                nan |= v[c] != v[c];                                                           \
             }                                                                                  \
             if (nan)                                                                           \
-                for (int64_t c = 0; c < cn; ++c)                                               \
-                    if (vc[c] != vc[c] && oc[c] == oc[c]) oc[c] = vc[c];                       \
+                for (int64_t c = 0; c < (NC); ++c)                                             \
+                    if (v[c] != v[c] && acc[c] == acc[c]) acc[c] = v[c];                       \
         }                                                                                      \
+        for (int64_t c = 0; c < (NC); ++c) o[c0 + c] = acc[c];                                 \
     } while (0)
 
-/* One output pixel row (n, p) of NHWC: Q pixels of C channels. Each pixel starts from its first
- * tap (padding: -inf or +0.0) and takes the others in (r, s) order. */
+/* One output pixel row (n, p) of NHWC: Q pixels of C channels. Max: in chunks of POOL_CHUNK.
+ * Average: each pixel starts from its first tap (padding +0.0) and adds the others in (r, s)
+ * order, over all C channels per tap. */
 #define NHWC_ROW(T)                                                                            \
     do {                                                                                       \
         const T *xn = (const T *)x + n * xs[0];                                                \
@@ -41,6 +56,13 @@ static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
         const T inv = (T)1 / (T)(s->kh * s->kw);                                               \
         for (int64_t q = 0; q < s->Q; ++q) {                                                   \
             T *o = yr + q * C;                                                                 \
+            if (op == PYTPP_POOL_MAX) {                                                        \
+                int64_t c0 = 0;                                                                \
+                for (; c0 + POOL_CHUNK(T) <= C; c0 += POOL_CHUNK(T))                           \
+                    NHWC_MAX_CHUNK(T, POOL_CHUNK(T));                                          \
+                if (c0 < C) NHWC_MAX_CHUNK(T, C - c0);                                         \
+                continue;                                                                      \
+            }                                                                                  \
             for (int64_t t = 0; t < s->kh * s->kw; ++t) {                                      \
                 const int64_t h = p * s->sh + t / s->kw - s->ph;                               \
                 const int64_t w = q * s->sw + t % s->kw - s->pw;                               \
@@ -48,16 +70,14 @@ static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
                 const T *v = xn + h * xs[1] + w * xs[2];                                       \
                 if (t == 0) {                                                                  \
                     if (in) for (int64_t c = 0; c < C; ++c) o[c] = v[c];                       \
-                    else for (int64_t c = 0; c < C; ++c) o[c] = fill;                          \
-                } else if (op == PYTPP_POOL_MAX) {                                             \
-                    if (in) MAX_TAP_NHWC(T, o, v, C);                                          \
+                    else for (int64_t c = 0; c < C; ++c) o[c] = 0;                             \
                 } else if (in) {                                                               \
                     for (int64_t c = 0; c < C; ++c) o[c] += v[c];                              \
                 } else {                                                                       \
                     for (int64_t c = 0; c < C; ++c) o[c] += (T)0;                              \
                 }                                                                              \
             }                                                                                  \
-            if (op == PYTPP_POOL_AVG) for (int64_t c = 0; c < C; ++c) o[c] *= inv;            \
+            for (int64_t c = 0; c < C; ++c) o[c] *= inv;                                       \
         }                                                                                      \
     } while (0)
 
