@@ -24,10 +24,10 @@ typedef struct yc_plan {
     const pytpp_gemm_kernels *gk;
     const pytpp_ew_kernels *ew;
     const pytpp_conv_shape *s;
-    int64_t esz, pt, pl, mr, nr;
+    int64_t esz, pt, pl, th, nr;  /* th: image rows per packed tile (tile_height) */
     int64_t wp;         /* packed columns: Q + S - 1 (the padded columns the taps read) */
-    int64_t ntile;      /* tiles of mr image rows per image */
-    int64_t tile;       /* elements of one packed tile, wp * C * mr */
+    int64_t ntile;      /* tiles of th image rows per image */
+    int64_t tile;       /* elements of one packed tile, wp * C * th */
     int64_t cb, bkt;    /* channels per block of the reduction; output channels per task */
     int64_t bq, nqb, nkt;
     const char *x, *wpk, *bias;
@@ -36,21 +36,21 @@ typedef struct yc_plan {
     int act;
 } yc_plan;
 
-/* Tile t of image n: pack[t][c'][ch][i] = x[n, t*mr + i, c' - pl, ch], zero outside the image
- * (rows past H, columns in the left/right padding). The mr image rows of one column become
+/* Tile t of image n: pack[t][c'][ch][i] = x[n, t*th + i, c' - pl, ch], zero outside the image
+ * (rows past H, columns in the left/right padding). The th image rows of one column become
  * adjacent, so the kernel's broadcasts of a k step read one contiguous run. */
 #define PACK_TILE(T)                                                                           \
     do {                                                                                       \
         T *dst = (T *)(fp->pack + t * fp->tile * fp->esz);                                     \
         const T *img = (const T *)fp->x + n * fp->sn;                                          \
-        const int64_t h0 = t * mr, rows = imin(mr, s->H - h0);                                 \
-        for (int64_t c = 0; c < fp->wp; ++c, dst += C * mr) {                                  \
+        const int64_t h0 = t * th, rows = imin(th, s->H - h0);                                 \
+        for (int64_t c = 0; c < fp->wp; ++c, dst += C * th) {                                  \
             const int64_t w = c - fp->pl;                                                      \
-            if (w < 0 || w >= s->W || rows < mr) memset(dst, 0, (size_t)(C * mr * fp->esz));   \
+            if (w < 0 || w >= s->W || rows < th) memset(dst, 0, (size_t)(C * th * fp->esz));   \
             if (w < 0 || w >= s->W) continue;                                                  \
             for (int64_t i = 0; i < rows; ++i) {                                               \
                 const T *src = img + (h0 + i) * fp->sxh + w * fp->sxw;                         \
-                for (int64_t ch = 0; ch < C; ++ch) dst[ch * mr + i] = src[ch];                 \
+                for (int64_t ch = 0; ch < C; ++ch) dst[ch * th + i] = src[ch];                 \
             }                                                                                  \
         }                                                                                      \
     } while (0)
@@ -58,7 +58,7 @@ typedef struct yc_plan {
 static void pack_tile(const yc_plan *fp, int64_t n, int64_t t)
 {
     const pytpp_conv_shape *s = fp->s;
-    const int64_t C = s->C, mr = fp->mr;
+    const int64_t C = s->C, th = fp->th;
     if (fp->esz == 8) PACK_TILE(double); else PACK_TILE(float);
 }
 
@@ -69,7 +69,7 @@ static void yc_task(const yc_plan *fp, int64_t n, int64_t task, const void **ap,
     const pytpp_conv_shape *s = fp->s;
     const pytpp_gemm_kernels *gk = fp->gk;
     const int64_t esz = fp->esz, C = s->C, K = s->K, P = s->P, Q = s->Q, R = s->R, S = s->S;
-    const int64_t mr = fp->mr, nr = fp->nr, vl = gk->vl, ldc = Q * K;
+    const int64_t th = fp->th, nr = fp->nr, vl = gk->vl, ldc = Q * K;
     const int64_t qb = task % fp->nqb, kt = task / fp->nqb;
     const int64_t q0 = qb * fp->bq, qn = imin(fp->bq, Q - q0);
     const int64_t k0 = kt * fp->bkt, kc = imin(fp->bkt, K - k0);
@@ -84,9 +84,9 @@ static void yc_task(const yc_plan *fp, int64_t n, int64_t task, const void **ap,
     }
     for (int64_t c0 = 0; c0 < C; c0 += fp->cb) {
         const int64_t cc = imin(fp->cb, C - c0);
-        /* the S taps of one kernel row: S blocks of cc channels, in the packed image cc*mr
-         * apart per column, in the weight panel C*nr apart per tap */
-        for (int64_t v = 0; v < S; ++v) ap[v] = fp->pack + (v * C + c0) * mr * esz;
+        /* the S taps of one kernel row are the batch: blocks of cc channels one packed column
+         * (C*th elements) apart in the image, C*nr apart in the weight panel */
+        for (int64_t v = 0; v < S; ++v) ap[v] = fp->pack + (v * C + c0) * th * esz;
         for (int64_t r = 0; r < R; ++r) {
             const double beta = c0 == 0 && r == 0 ? 0.0 : 1.0;
             for (int64_t v = 0; v < S; ++v)
@@ -98,18 +98,18 @@ static void yc_task(const yc_plan *fp, int64_t n, int64_t task, const void **ap,
                 const int64_t b_off = j0 / nr * R * S * C * nr;
                 for (int64_t q = q0; q < q0 + qn; ++q) {
                     for (int64_t t = 0; t < fp->ntile; ++t) {
-                        /* image rows h = t*mr + i land on output row h - r + pt: keep the
+                        /* image rows h = t*th + i land on output row h - r + pt: keep the
                          * rows of the image whose output row exists */
-                        const int64_t h0 = t * mr;
+                        const int64_t h0 = t * th;
                         int64_t i = imax(0, r - fp->pt - h0);
-                        const int64_t i1 = imin(imin(mr, s->H - h0), P + r - fp->pt - h0);
+                        const int64_t i1 = imin(imin(th, s->H - h0), P + r - fp->pt - h0);
                         /* near-equal calls of at most mcap rows: 7 rows are 4 + 3 */
                         const int64_t nch = cdiv(i1 - i, mcap), base = i1 - i;
                         for (int64_t ch = 0; ch < nch; ++ch) {
                             const int64_t m = base / nch + (ch < base % nch);
                             const int64_t p = h0 + i - r + fp->pt;
                             gk->ukr[nv - 1][m - 1][masked](
-                                cc, S, ap, t * fp->tile + q * C * mr + i, 1, mr, bp, b_off, nr,
+                                cc, S, ap, t * fp->tile + q * C * th + i, 1, th, bp, b_off, nr,
                                 on + ((p * Q + q) * K + j0) * esz, ldc, 1.0, beta, n_last);
                             i += m;
                         }
@@ -169,11 +169,11 @@ int pytpp_yaconv_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
                   .x = x, .wpk = wpk, .bias = bias, .out = out, .act = act,
                   .sn = sn, .sxh = sxh, .sxw = sxw};
     /* tiles of near-equal height (7 rows: 4 + 3, not 6 + 1, whose one-row calls are load-bound) */
-    fp.mr = tile_height(s, pt, gk->mr_max[gk->nv_main], imax(gk->mr_max[gk->nv_main], 64 / esz),
+    fp.th = tile_height(s, pt, gk->mr_max[gk->nv_main], imax(gk->mr_max[gk->nv_main], 64 / esz),
                         cdiv(YC_ACCUMULATORS, gk->nv_main));
-    fp.ntile = cdiv(s->H, fp.mr);
+    fp.ntile = cdiv(s->H, fp.th);
     fp.wp = s->Q + s->S - 1;
-    fp.tile = fp.wp * s->C * fp.mr;
+    fp.tile = fp.wp * s->C * fp.th;
     /* channel blocks: one register block's panel in L1, near-equal blocks of >= 8 channels */
     int64_t cb = imax(8, YC_PANEL_BYTES / (s->S * nr * esz));
     if (cb >= s->C) cb = s->C;
@@ -182,7 +182,7 @@ int pytpp_yaconv_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
     fp.bkt = imin(nr * imax(1, YC_BK / nr), cdiv(s->K, nr) * nr);
     fp.nkt = cdiv(s->K, fp.bkt);
     /* columns per task: the packed image they read per channel block stays in L2 */
-    fp.bq = imax(1, imin(s->Q, YC_A_BYTES / imax(1, fp.ntile * fp.mr * cb * esz) - s->S + 1));
+    fp.bq = imax(1, imin(s->Q, YC_A_BYTES / imax(1, fp.ntile * fp.th * cb * esz) - s->S + 1));
     int nt = nthreads < 1 ? 1 : nthreads;
     if ((double)s->N * s->P * s->Q * s->K * s->R * s->S * s->C < 65536.0) nt = 1;
     /* Whole images per thread when they divide evenly enough: each thread packs into its own
