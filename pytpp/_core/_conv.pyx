@@ -38,6 +38,19 @@ cdef extern from "pytpp/conv.h" nogil:
     void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
                                  int64_t W, const void *x, void *y, int nthreads)
 
+cdef extern from "pytpp/pool.h" nogil:
+    ctypedef struct pytpp_pool_shape:
+        int64_t N, C, H, W, P, Q
+        int64_t kh, kw, sh, sw, ph, pw
+    void pytpp_pool2d_forward(int op, int64_t esz, int nhwc, const pytpp_pool_shape *s,
+                              const void *x, const int64_t *xs, void *y, int nthreads)
+
+cdef extern from "pytpp/yaconv.h" nogil:
+    int pytpp_yaconv_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
+                             const pytpp_conv_shape *s, int64_t pt, int64_t pl, const void *x,
+                             int64_t sn, int64_t sxh, int64_t sxw, const void *wpk, int64_t nr,
+                             const void *bias, int act, void *out, int nthreads)
+
 
 cdef inline int _dt(cnp.ndarray a):
     return PYTPP_F64 if cnp.PyArray_TYPE(a) == cnp.NPY_DOUBLE else PYTPP_F32
@@ -97,6 +110,49 @@ def forward(cnp.ndarray xp, cnp.ndarray wpk, int64_t nr, int64_t bk, object bias
         err = pytpp_conv2d_forward(gk, ew, &s, px, pw, nr, bk, pb, act, po, out_nchw, nt)
     if err:
         raise MemoryError("pytpp.nn.conv2d: no memory for the tiles")
+
+
+def yaconv_forward(cnp.ndarray x, cnp.ndarray wpk, int64_t nr, object bias, cnp.ndarray out,
+                   tuple geom, int64_t pt, int64_t pl, int act):
+    """YaConv (pytpp/_core/include/pytpp/yaconv.h): x UNPADDED NHWC with unit channel stride
+    (other strides in whole elements), out (N, P, Q, K) C-contiguous; geom as forward's with the
+    unpadded H, W and stride = dilation = groups = 1; pt, pl the top and left padding."""
+    cdef pytpp_conv_shape s = _shape(geom)
+    cdef int dt = _dt(x)
+    cdef int isa = active_isa()
+    cdef const pytpp_gemm_kernels *gk = level(isa).brgemm[dt]
+    cdef const pytpp_ew_kernels *ew = level(isa).eltwise[dt]
+    cdef int64_t esz = cnp.PyArray_ITEMSIZE(x)
+    cdef int64_t sn = cnp.PyArray_STRIDE(x, 0) // esz, sxh = cnp.PyArray_STRIDE(x, 1) // esz
+    cdef int64_t sxw = cnp.PyArray_STRIDE(x, 2) // esz
+    cdef const void *px = cnp.PyArray_DATA(x)
+    cdef const void *pw = cnp.PyArray_DATA(wpk)
+    cdef const void *pb = NULL if bias is None else cnp.PyArray_DATA(<cnp.ndarray>bias)
+    cdef void *po = cnp.PyArray_DATA(out)
+    cdef int nt = num_threads()
+    cdef int err
+    with nogil:
+        err = pytpp_yaconv_forward(gk, ew, &s, pt, pl, px, sn, sxh, sxw, pw, nr, pb, act, po, nt)
+    if err:
+        raise MemoryError("pytpp.nn.conv2d: no memory for YaConv's packed image")
+
+
+def pool2d_forward(int op, cnp.ndarray x, cnp.ndarray y, bint nhwc, tuple geom):
+    """Pooling forward (pytpp/_core/include/pytpp/pool.h): op 0 max, 1 average; x 4-D with unit
+    innermost stride (other strides in whole elements), y C-contiguous of x's dtype;
+    geom (N, C, H, W, P, Q, kh, kw, sh, sw, ph, pw)."""
+    cdef pytpp_pool_shape s
+    (s.N, s.C, s.H, s.W, s.P, s.Q, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw) = geom
+    cdef int64_t esz = cnp.PyArray_ITEMSIZE(x)
+    cdef int64_t xs[3]
+    cdef int i
+    for i in range(3):
+        xs[i] = cnp.PyArray_STRIDE(x, i) // esz
+    cdef const void *px = cnp.PyArray_DATA(x)
+    cdef void *py = cnp.PyArray_DATA(y)
+    cdef int nt = num_threads()
+    with nogil:
+        pytpp_pool2d_forward(op, esz, nhwc, &s, px, xs, py, nt)
 
 
 def backward_weight(cnp.ndarray xp, cnp.ndarray go, cnp.ndarray gw, tuple geom):

@@ -9,6 +9,15 @@ both of its APIs, NHWC (its natural layout) and NCHW (transposed in and out per 
 weight is a PackedConvWeight, as an inference loop holds it. After each group, a summary line:
 the geometric mean over layers of pytpp's better format against torch's better format, and the
 worst layer. GFLOP/s and % of the measured fp32 FMA peak.
+
+A "yaconv" group times the algorithms against each other on the stride-1 3x3 layers (YaConv's
+domain, thesis 002 ch. 5) at N = 1 and N = 8, NHWC: algorithm="yaconv", "brgemm" and "auto"
+interleaved in one run, torch beside them; its summary gives brgemm's time over yaconv's per
+layer (above 1: yaconv faster), the figures behind conv2d's "auto" rule.
+
+A "pool" group times max_pool2d / avg_pool2d forward (ResNet-50's 3x3/2 stem pool, a 2x2/2 average
+pool, the 7x7 global average pool) in both formats against torch in both, in GB/s of input read
+plus output written (% of the measured copy bandwidth).
 """
 import math
 
@@ -79,6 +88,77 @@ def _forward(h, threads, N, layer, summary):
         summary.append((min(t["torch NCHW"], t["torch NHWC"]) / min(t["pytpp NHWC"],
                                                                     t["pytpp NCHW"]),
                         t["torch NCHW"] / t["pytpp NCHW"]))
+
+
+YACONV_LAYERS = [2, 8, 14, 20]           # the stride-1 3x3 layers of RESNET50
+
+
+def _yaconv(h, threads, N, layer, ratios):
+    """yaconv vs brgemm vs auto (NHWC, packed weight, out=) and torch on one 3x3 layer."""
+    torch = h.torch
+    C, H, K, R, stride, pad = layer
+    rng = np.random.default_rng(3)
+    xh = rng.standard_normal((N, H, H, C)).astype(np.float32)
+    w = (rng.standard_normal((K, C, R, R)) / math.sqrt(C * R * R)).astype(np.float32)
+    pw = nn.PackedConvWeight(w)
+    P = (H + 2 * pad - R) // stride + 1
+    o = np.empty((N, P, P, K), np.float32)
+
+    def run(algorithm):
+        return lambda: nn.conv2d(xh, pw, None, stride, pad, data_format="NHWC", out=o,
+                                 algorithm=algorithm)
+    impls = [("pytpp yaconv", run("yaconv")), ("pytpp brgemm", run("brgemm")),
+             ("pytpp auto", run("auto"))]
+    if torch is not None:
+        F = torch.nn.functional
+        txc = torch.from_numpy(xh).permute(0, 3, 1, 2)       # channels_last, no copy
+        twc = torch.from_numpy(w).contiguous(memory_format=torch.channels_last)
+
+        def run_torch():
+            with torch.no_grad():
+                return F.conv2d(txc, twc, None, stride, pad)
+        impls.append(("torch NHWC", run_torch))
+    res = h.compare(_label(N, C, H, K, R, stride) + " algo", threads,
+                    2.0 * N * K * P * P * C * R * R, "GFLOP/s", "f32", impls)
+    if res:
+        t = {name: med for name, med, _ in res}
+        ratios.append((f"C{C} {H}x{H}", t["pytpp brgemm"] / t["pytpp yaconv"]))
+
+
+def _yaconv_summary(h, what, ratios):
+    if not ratios:
+        return
+    geo = math.exp(sum(math.log(r) for _, r in ratios) / len(ratios))
+    per = ", ".join(f"{name} x{r:.2f}" for name, r in ratios)
+    h.out(f"-- {what}: brgemm time / yaconv time (>1: yaconv faster): {per}; geomean x{geo:.2f}")
+
+
+POOLS = [  # (name, op, N, C, H, kernel, stride, padding)
+    ("maxpool 3x3/2 C64 112x112", "max", 1, 64, 112, 3, 2, 1),
+    ("maxpool 3x3/2 C64 112x112", "max", 8, 64, 112, 3, 2, 1),
+    ("avgpool 2x2/2 C256 56x56", "avg", 8, 256, 56, 2, 2, 0),
+    ("avgpool 7x7 C2048 7x7", "avg", 8, 2048, 7, 7, 7, 0),
+]
+
+
+def _pool(h, threads, case):
+    torch = h.torch
+    name, op, N, C, H, k, s, p = case
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((N, C, H, H)).astype(np.float32)
+    xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    f = nn.max_pool2d if op == "max" else nn.avg_pool2d
+    impls = [("pytpp NHWC", lambda: f(xh, k, s, p, data_format="NHWC")),
+             ("pytpp NCHW", lambda: f(x, k, s, p))]
+    if torch is not None:
+        tf = torch.nn.functional.max_pool2d if op == "max" else torch.nn.functional.avg_pool2d
+        tx = torch.from_numpy(x)
+        txc = tx.contiguous(memory_format=torch.channels_last)
+        impls += [("torch NCHW", lambda: tf(tx, k, s, p)), ("torch NHWC", lambda: tf(txc, k, s, p))]
+    P = (H + 2 * p - k) // s + 1
+    nbytes = 4.0 * N * C * (H * H + P * P)
+    h.compare(f"{name} N={N} pool", threads, nbytes, "GB/s", "copy_gbs", impls,
+              flops=N * C * P * P * k * k)
 
 
 def _summary(h, what, summary):
@@ -188,6 +268,13 @@ def run(h):
         for layer in n8:
             _forward(h, threads, 8, layer, summary)
         _summary(h, f"forward N=8 (stem and 3x3), {threads} thread(s)", summary)
+        for N in (1,) if h.quick else (1, 8):
+            ratios = []
+            for i in YACONV_LAYERS:
+                _yaconv(h, threads, N, RESNET50[i], ratios)
+            _yaconv_summary(h, f"yaconv N={N}, {threads} thread(s)", ratios)
+        for case in POOLS[:2] if h.quick else POOLS:
+            _pool(h, threads, case)
         for i in ([2, 8] if h.quick else [2, 6, 8, 14, 20]):
             _backward(h, threads, 1, RESNET50[i])
         _atacworks(h, threads)

@@ -20,7 +20,7 @@ __all__ = [
     "nhwc_to_nchw",
 ]
 
-ALGORITHMS = ("auto", "brgemm", "im2col")
+ALGORITHMS = ("auto", "brgemm", "im2col", "yaconv")
 
 
 def nchw_to_nhwc(x: ArrayLike, padding: tuple[int, int, int, int] = (0, 0, 0, 0)) -> Array:
@@ -261,9 +261,13 @@ def conv2d(x: ArrayLike, w: "ArrayLike | PackedConvWeight", bias: ArrayLike | No
     data_format : {"NCHW", "NHWC"}
     activation : {None, "relu", "gelu"}
         Applied after the bias (gelu is the exact, erf form).
-    algorithm : {"auto", "brgemm", "im2col"}
+    algorithm : {"auto", "brgemm", "im2col", "yaconv"}
         "im2col" is the baseline (an explicit patch matrix times the weight with pytpp.matmul);
-        "auto" runs "brgemm".
+        "yaconv" is the thesis 002 ch. 5 algorithm (one packed image, no im2col; stride 1,
+        dilation 1, groups 1, kernels larger than 1x1, any padding; other arguments raise
+        ValueError); "auto" runs "yaconv" on such layers with an output at most 14 rows high
+        and at least 64 input channels (where it measured faster, docs/conv.md), else
+        "brgemm".
     out : ndarray, optional
         Of the result's shape in x's format; any dtype the result casts to.
 
@@ -303,7 +307,16 @@ def conv2d(x: ArrayLike, w: "ArrayLike | PackedConvWeight", bias: ArrayLike | No
         b = np.ascontiguousarray(b, dtype=cdt)
     oshape = (N, K, P, Q) if fmt == "NCHW" else (N, P, Q, K)
     out = _out_target(out, oshape, res_dt, fn)
-    if algorithm == "im2col":
+    if algorithm == "yaconv":
+        _yaconv_supported(R, S, st, dl, groups, fn)
+    elif algorithm == "auto":
+        algorithm = _auto(C, R, S, P, st, dl, groups)
+    if algorithm == "yaconv":
+        res = _yaconv_forward(x, w, b, act, fmt, (N, C, H, W, K, R, S, P, Q), pads, cdt,
+                              out if out is not None and out.dtype == cdt
+                              and out.flags.c_contiguous and not np.may_share_memory(out, x)
+                              else None)
+    elif algorithm == "im2col":
         res = _im2col_forward(x, w, b, fmt, (N, C, H, W, K, R, S, P, Q), st, dl, pads, groups,
                               activation, cdt)
     else:
@@ -324,14 +337,8 @@ def _forward(x, w, b, act, fmt, dims, st, dl, pads, groups, cdt, direct_out=None
     res = direct_out if direct_out is not None else np.empty(oshape, cdt)
     if res.size == 0:
         return res
-    if x.size == 0 or C == 0:   # no input channels: bias (+ activation) only
-        res[...] = 0
-        if b is not None:
-            res += b.reshape((K, 1, 1) if fmt == "NCHW" else (K,))
-        if act:
-            from pytpp.nn._activations import gelu, relu
-            res[...] = (relu if act == 1 else gelu)(res)
-        return res
+    if x.size == 0 or C == 0:
+        return _bias_only(res, b, act, fmt, K)
     if R == S == 1 and groups == 1 and not any(pads):
         return _pointwise(x, w, b, act, st, fmt, (N, C, K, P, Q), cdt, res)
     wpk = w.packed(cdt, groups) if isinstance(w, PackedConvWeight) else _pack(w, groups, cdt)
@@ -339,6 +346,85 @@ def _forward(x, w, b, act, fmt, dims, st, dl, pads, groups, cdt, direct_out=None
     geom = (N, C, xp.shape[1], xp.shape[2], K, R, S, P, Q, st[0], st[1], dl[0], dl[1], groups)
     _conv.forward(xp, *wpk, b, res, geom, act, fmt == "NCHW")
     return res
+
+
+def _bias_only(res, b, act, fmt, K):
+    """No input channels: the result is the bias (+ activation) alone."""
+    res[...] = 0
+    if b is not None:
+        res += b.reshape((K, 1, 1) if fmt == "NCHW" else (K,))
+    if act:
+        from pytpp.nn._activations import gelu, relu
+        res[...] = (relu if act == 1 else gelu)(res)
+    return res
+
+
+# "auto" sends a layer to YaConv when it is in YaConv's domain (stride 1, dilation 1, one group,
+# a kernel larger than 1x1), its output is at most YACONV_MAX_P rows high and it has at least
+# YACONV_MIN_C input channels; everything else runs "brgemm". Measured with `python -m pytpp bench
+# conv --match algo` (Zen 3, AVX2, noisy: other jobs on the 2 cores), brgemm's time over yaconv's
+# on ResNet-50's stride-1 3x3 layers, NHWC, N = 1 / 8, 1 thread then 2:
+#   C256 14x14: x1.16 / x1.14, x1.12 / x1.05;  C512 7x7: x1.33 / x1.39, x1.27 / x1.32;
+#   C128 28x28: x0.97 / x1.04, x1.02 / x1.07;  C64 56x56: x0.95 / x1.04, x1.00 / x1.08 (ties).
+# On short images the BRGEMM path's output rows are a few wide image rows read as one matrix
+# (2 of every 9 rows at 7x7 are computed and dropped) or short row sweeps, while YaConv's
+# micro-kernel rows run down the image's columns with no waste. Layers with fewer channels
+# were not measured, hence the channel floor.
+YACONV_MAX_P = 14
+YACONV_MIN_C = 64
+
+
+def _auto(C, R, S, P, st, dl, groups):
+    """The algorithm "auto" runs (the rule above)."""
+    if (st == (1, 1) and dl == (1, 1) and groups == 1 and R * S > 1 and P <= YACONV_MAX_P
+            and C >= YACONV_MIN_C):
+        return "yaconv"
+    return "brgemm"
+
+
+def _yaconv_supported(R, S, st, dl, groups, fn):
+    """YaConv's domain (thesis 002 ch. 5): unit stride and dilation, one group, a kernel larger
+    than 1x1 (a 1x1 layer is a plain GEMM, which "brgemm" runs)."""
+    for name, val, ok in (("stride", st, st == (1, 1)), ("dilation", dl, dl == (1, 1)),
+                          ("groups", groups, groups == 1),
+                          ("w", f"a {R}x{S} kernel", R * S > 1)):
+        if not ok:
+            need = "a kernel larger than 1x1" if name == "w" else f"{name}=1"
+            raise ValueError(f"{fn}: algorithm='yaconv' needs {need}, got {name}={val}; use "
+                             f"algorithm='brgemm' (or 'auto') for this layer")
+
+
+def _yaconv_forward(x, w, b, act, fmt, dims, pads, cdt, direct_out=None):
+    """YaConv (frame/yaconv.c): x in fmt -> result in fmt (C-contiguous, cdt; direct_out when
+    given). NCHW input is transposed to NHWC first and the NHWC result back (each ~1% of a
+    ResNet-50 3x3 layer's time); the padding is inserted while the image is packed (NHWC input
+    is read in place)."""
+    N, C, _, _, K, R, S, P, Q = dims
+    onhwc = (N, P, Q, K)
+    nhwc_out = direct_out if fmt == "NHWC" else None
+    res = nhwc_out if nhwc_out is not None else np.empty(onhwc, cdt)
+    if res.size and (x.size == 0 or C == 0):
+        _bias_only(res, b, act, "NHWC", K)
+    elif res.size:
+        wpk = w.packed(cdt, 1) if isinstance(w, PackedConvWeight) else _pack(w, 1, cdt)
+        xn = _nhwc_view(x, cdt) if fmt == "NHWC" else _to_padded_nhwc(x, fmt, (0, 0, 0, 0), cdt)
+        geom = (N, C, xn.shape[1], xn.shape[2], K, R, S, P, Q, 1, 1, 1, 1, 1)
+        _conv.yaconv_forward(xn, wpk[0], wpk[1], b, res, geom, pads[0], pads[2], act)
+    if fmt == "NHWC":
+        return res
+    y = direct_out if direct_out is not None else np.empty((N, K, P, Q), cdt)
+    if y.size:
+        _conv.nhwc_to_nchw(res, y)
+    return y
+
+
+def _nhwc_view(x, cdt):
+    """NHWC x of dtype cdt with unit channel stride (read in place by the packing; a copy only
+    when the channels are strided)."""
+    x = x.astype(cdt, copy=False)
+    if x.strides[3] != x.itemsize or any(s % x.itemsize for s in x.strides):
+        x = np.ascontiguousarray(x)
+    return x
 
 
 def _pointwise(x, w, b, act, st, fmt, dims, cdt, res):

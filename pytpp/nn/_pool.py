@@ -1,9 +1,12 @@
 """2D max and average pooling with torch's semantics (floor mode; padding never wins the max;
 average pooling counts the zero padding in the divisor), their backward functions, and
-adaptive average pooling. numpy over the kernel taps: each tap is one strided whole-array
-operation, so the cost is R*S passes over the output (pooling is memory-bound)."""
+adaptive average pooling. The forward max and average pooling run in C (frame/pool.c: one pass
+over the input, vectorised over channels in NHWC and over output columns in NCHW, threads over
+output rows); the backward functions and adaptive pooling are numpy over the kernel taps (each
+tap one strided whole-array operation)."""
 import numpy as np
 
+from pytpp._core import _conv
 from pytpp._typing import Array, ArrayLike
 from pytpp.nn import _conv_args as A
 
@@ -53,6 +56,21 @@ def _finish(yn, fmt, dt):
     return np.ascontiguousarray(y).astype(dt, copy=False)
 
 
+def _forward_c(op, fmt, x, k, s, p, P, Q):
+    """max (op 0) or average (op 1) pooling in C, in x's format; the result in the compute
+    dtype, C-contiguous."""
+    cdt = _cdt(x.dtype)
+    xc = x.astype(cdt, copy=False)
+    if xc.strides[3] != xc.itemsize or any(st % xc.itemsize for st in xc.strides):
+        xc = np.ascontiguousarray(xc)
+    N, C, H, W = xc.shape if fmt == "NCHW" else (xc.shape[0], xc.shape[3]) + xc.shape[1:3]
+    y = np.empty((N, C, P, Q) if fmt == "NCHW" else (N, P, Q, C), cdt)
+    if y.size:
+        _conv.pool2d_forward(op, xc, y, fmt == "NHWC",
+                             (N, C, H, W, P, Q, k[0], k[1], s[0], s[1], p[0], p[1]))
+    return y
+
+
 def _max_taps(xp, k, s, P, Q, want_index):
     best = _tap(xp, 0, 0, s, P, Q).copy()
     idx = np.zeros(best.shape, np.int32) if want_index else None
@@ -92,10 +110,8 @@ def max_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
            [13., 15.]], dtype=float32)
     """
     fn = "pytpp.nn.max_pool2d"
-    fmt, x, xn, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
-    cdt = _cdt(x.dtype)
-    best, _ = _max_taps(_padded(xn, p, -np.inf, cdt), k, s, P, Q, False)
-    return _finish(best, fmt, x.dtype)
+    fmt, x, _, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
+    return _forward_c(0, fmt, x, k, s, p, P, Q).astype(x.dtype, copy=False)
 
 
 def avg_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
@@ -112,14 +128,8 @@ def avg_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
            [0.25, 0.25]], dtype=float32)
     """
     fn = "pytpp.nn.avg_pool2d"
-    fmt, x, xn, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
-    cdt = _cdt(x.dtype)
-    xp = _padded(xn, p, 0, cdt)
-    acc = _tap(xp, 0, 0, s, P, Q).copy()
-    for t in range(1, k[0] * k[1]):
-        acc += _tap(xp, t // k[1], t % k[1], s, P, Q)
-    acc *= cdt(1.0) / cdt(k[0] * k[1])
-    return _finish(acc, fmt, x.dtype)
+    fmt, x, _, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
+    return _forward_c(1, fmt, x, k, s, p, P, Q).astype(x.dtype, copy=False)
 
 
 def _grad_arg(grad_out, fmt, N, C, P, Q, fn):

@@ -145,3 +145,91 @@ def test_pool_bad_arguments(kw, exc, text):
             f(x, **kw)
     with pytest.raises(ValueError, match="grad_out"):
         max_pool2d_backward(np.ones((1, 1, 3, 3), np.float32), x, 2)
+
+
+def taps_ref(x, k, s, p, op):
+    """The numpy tap-by-tap pooling the C kernels replaced (their exact semantics): max starts
+    from the first tap (padding -inf) and takes a later tap when strictly greater or when it is
+    NaN and the max is not; average sums the taps in (r, s) order from the first (padding +0.0)
+    then multiplies by 1 / (kh * kw) rounded in the element type."""
+    N, C, H, W = x.shape
+    fill = -np.inf if op == "max" else 0.0
+    xp = np.full((N, C, H + 2 * p[0], W + 2 * p[1]), fill, x.dtype)
+    xp[:, :, p[0]:p[0] + H, p[1]:p[1] + W] = x
+    P = (H + 2 * p[0] - k[0]) // s[0] + 1
+    Q = (W + 2 * p[1] - k[1]) // s[1] + 1
+
+    def tap(t):
+        r, c = t // k[1], t % k[1]
+        return xp[:, :, r:r + (P - 1) * s[0] + 1:s[0], c:c + (Q - 1) * s[1] + 1:s[1]]
+    acc = tap(0).copy()
+    with np.errstate(invalid="ignore"):
+        for t in range(1, k[0] * k[1]):
+            v = tap(t)
+            if op == "max":
+                np.copyto(acc, v, where=(v > acc) | (np.isnan(v) & ~np.isnan(acc)))
+            else:
+                acc += v
+        if op == "avg":
+            acc *= x.dtype.type(1.0) / x.dtype.type(k[0] * k[1])
+    return acc
+
+
+def same_values(a, b):
+    """Equal element by element, NaN where NaN (payloads aside) and zeros of the same sign."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return bool(((np.isnan(a) & np.isnan(b)) | ((a == b) & (np.signbit(a) == np.signbit(b)))).all())
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=pool_case(), fmt=st.sampled_from(["NCHW", "NHWC"]),
+       dtype=st.sampled_from([np.float32, np.float64]), layout=st.sampled_from(["c", "view", "f"]),
+       C=st.sampled_from([1, 3, 8, 17, 64]), seed=st.integers(0, 999))
+def test_pooling_special_values_and_layouts(case, fmt, dtype, layout, C, seed):
+    """NaN, +-0, +-inf, float64, strided and Fortran-order input: the C kernels give the values
+    of the tap-by-tap reference, threads or not."""
+    import pytpp
+    shape, k, s, p = case
+    shape = (shape[0], C) + shape[2:]
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(dtype)
+    m = rng.random(shape)
+    x[m < 0.05] = np.nan
+    x[(m > 0.05) & (m < 0.15)] = 0.0
+    x[(m > 0.15) & (m < 0.25)] = -0.0
+    x[(m > 0.25) & (m < 0.28)] = -np.inf
+    x[(m > 0.28) & (m < 0.30)] = np.inf
+    xi = x if fmt == "NCHW" else x.transpose(0, 2, 3, 1)
+    if layout == "c":
+        xi = np.ascontiguousarray(xi)
+    elif layout == "f":
+        xi = np.asfortranarray(xi)
+    old = pytpp.get_num_threads()
+    for op, f in (("max", max_pool2d), ("avg", avg_pool2d)):
+        ref = taps_ref(x, k, s, p, op)
+        for nt in (1, 2):
+            pytpp.set_num_threads(nt)
+            try:
+                y = f(xi, k, s, p, data_format=fmt)
+            finally:
+                pytpp.set_num_threads(old)
+            assert y.dtype == dtype and y.flags.c_contiguous
+            assert same_values(y if fmt == "NCHW" else y.transpose(0, 3, 1, 2), ref)
+
+
+def test_pooling_low_precision_and_big_rows():
+    """bfloat16 is pooled in float32 and rounded back (max: exactly x's elements); a row long
+    enough for threads and vector loops."""
+    import ml_dtypes
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 64, 37, 41)).astype(np.float32)
+    xb = x.astype(ml_dtypes.bfloat16)
+    yb = max_pool2d(xb, 3, 2, 1)
+    assert yb.dtype == xb.dtype
+    assert same_values(yb, taps_ref(xb.astype(np.float32), (3, 3), (2, 2), (1, 1), "max"))
+    for fmt in ("NCHW", "NHWC"):
+        xi = x if fmt == "NCHW" else np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        for op, f in (("max", max_pool2d), ("avg", avg_pool2d)):
+            y = f(xi, 3, 2, 1, data_format=fmt)
+            y = y if fmt == "NCHW" else y.transpose(0, 3, 1, 2)
+            assert same_values(y, taps_ref(x, (3, 3), (2, 2), (1, 1), op))
