@@ -137,6 +137,9 @@ def kernels(level=None):
         for name in ("bag_fwd", "bag_bwd"):
             rows.append((f"embedding {name}", dt, _op_symbol(info, f"tpp_{name}_"),
                          info["symbol"], info["source"]))
+    for dt, info in t["pool"].items():
+        rows.append(("pool2d", dt, _op_symbol(info, "tpp_pool_rows_"), info["symbol"],
+                     info["source"]))
     return rows
 
 
@@ -178,6 +181,7 @@ def kernel_map():
         tables += [("optim", t["optim"][d]) for d in ("f64", "f32")]
         tables += [("embedding", t["embedding"][d]) for d in ("f64", "f32")]
         tables += [("equation", t["equation"][d]) for d in ("f64", "f32")]
+        tables += [("pool", t["pool"][d]) for d in ("f64", "f32")]
         out.append(f"## {level}")
         out.append("")
         for family, info in tables:

@@ -8,6 +8,7 @@ from libc.stdint cimport int64_t
 from pytpp._core._runtime cimport num_threads, active_isa, level
 from pytpp._core.cengine cimport PYTPP_F64, PYTPP_F32, pytpp_gemm_kernels
 from pytpp._core.celtwise cimport pytpp_ew_kernels
+from pytpp._core.cdispatch cimport pytpp_pool_kernels
 
 cnp.import_array()
 
@@ -42,8 +43,9 @@ cdef extern from "pytpp/pool.h" nogil:
     ctypedef struct pytpp_pool_shape:
         int64_t N, C, H, W, P, Q
         int64_t kh, kw, sh, sw, ph, pw
-    void pytpp_pool2d_forward(int op, int64_t esz, int nhwc, const pytpp_pool_shape *s,
-                              const void *x, const int64_t *xs, void *y, int nthreads)
+    void pytpp_pool2d_forward(const pytpp_pool_kernels *kt, int op, int nhwc,
+                              const pytpp_pool_shape *s, const void *x, const int64_t *xs,
+                              void *y, int nthreads)
 
 cdef extern from "pytpp/yaconv.h" nogil:
     int pytpp_yaconv_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
@@ -148,11 +150,12 @@ def pool2d_forward(int op, cnp.ndarray x, cnp.ndarray y, bint nhwc, tuple geom):
     cdef int i
     for i in range(3):
         xs[i] = cnp.PyArray_STRIDE(x, i) // esz
+    cdef const pytpp_pool_kernels *kt = level(active_isa()).pool[_dt(x)]
     cdef const void *px = cnp.PyArray_DATA(x)
     cdef void *py = cnp.PyArray_DATA(y)
     cdef int nt = num_threads()
     with nogil:
-        pytpp_pool2d_forward(op, esz, nhwc, &s, px, xs, py, nt)
+        pytpp_pool2d_forward(kt, op, nhwc, &s, px, xs, py, nt)
 
 
 def backward_weight(cnp.ndarray xp, cnp.ndarray go, cnp.ndarray gw, tuple geom):

@@ -248,7 +248,7 @@ def kernel_tables(int isa):
     cdef const pytpp_level_kernels *lv = level(isa)   # (data only: nothing of it runs here)
     cdef int dt, f, op
     res = {"brgemm": {}, "gemm": {}, "matmul": {}, "eltwise": {}, "norm": {}, "optim": {},
-           "embedding": {}, "equation": {}}
+           "embedding": {}, "equation": {}, "pool": {}}
     for dt, name in ((PYTPP_F64, "f64"), (PYTPP_F32, "f32")):
         info = table_info(&lv.brgemm[dt].info)
         nv = lv.brgemm[dt].nv_main
@@ -267,6 +267,7 @@ def kernel_tables(int isa):
         res["optim"][name] = table_info(&lv.optim[dt].info)
         res["embedding"][name] = table_info(&lv.embedding[dt].info)
         res["equation"][name] = table_info(&lv.equation[dt].info)
+        res["pool"][name] = table_info(&lv.pool[dt].info)
     bf16 = pytpp_bf16_select(isa, _features, PYTPP_BF16_AUTO)
     info = table_info(&bf16.info)
     info["main"] = (bf16.mr_main, bf16.nv_main)

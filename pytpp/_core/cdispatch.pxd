@@ -14,6 +14,11 @@ cdef extern from "pytpp/equation.h" nogil:
         const char *name
         pytpp_table_info info
 
+cdef extern from "pytpp/pool.h" nogil:
+    ctypedef struct pytpp_pool_kernels:
+        const char *name
+        pytpp_table_info info
+
 cdef extern from "pytpp/gemm_lowp.h" nogil:
     ctypedef struct pytpp_i8_kernels:
         const char *name
@@ -51,6 +56,7 @@ cdef extern from "pytpp/dispatch.h" nogil:
         const pytpp_optim_kernels *optim[PYTPP_NDTYPES]
         const pytpp_embedding_kernels *embedding[PYTPP_NDTYPES]
         const pytpp_eqn_kernels *equation[PYTPP_NDTYPES]
+        const pytpp_pool_kernels *pool[PYTPP_NDTYPES]
         int bf16_default
         const pytpp_i8_kernels *bf16_lanes
 

@@ -3,6 +3,8 @@ loops and torch. Max pooling and its backward are exact (a max picks an element;
 adds gradients that are equal to the inputs' float32 values in an order that cannot round
 differently for the integer-valued gradients used); averages are within (k + 2) * eps * sum|x|
 of the float64 value."""
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -187,7 +189,7 @@ def same_values(a, b):
        C=st.sampled_from([1, 3, 8, 17, 64]), seed=st.integers(0, 999))
 def test_pooling_special_values_and_layouts(case, fmt, dtype, layout, C, seed):
     """NaN, +-0, +-inf, float64, strided and Fortran-order input: the C kernels give the values
-    of the tap-by-tap reference, threads or not."""
+    of the tap-by-tap reference at every ISA level, threads or not."""
     import pytpp
     shape, k, s, p = case
     shape = (shape[0], C) + shape[2:]
@@ -207,14 +209,15 @@ def test_pooling_special_values_and_layouts(case, fmt, dtype, layout, C, seed):
     old = pytpp.get_num_threads()
     for op, f in (("max", max_pool2d), ("avg", avg_pool2d)):
         ref = taps_ref(x, k, s, p, op)
-        for nt in (1, 2):
+        for level, nt in itertools.product(pytpp.available_isas(), (1, 2)):
             pytpp.set_num_threads(nt)
             try:
-                y = f(xi, k, s, p, data_format=fmt)
+                with pytpp.use_isa(level):      # every level's kernels, same values
+                    y = f(xi, k, s, p, data_format=fmt)
             finally:
                 pytpp.set_num_threads(old)
             assert y.dtype == dtype and y.flags.c_contiguous
-            assert same_values(y if fmt == "NCHW" else y.transpose(0, 3, 1, 2), ref)
+            assert same_values(y if fmt == "NCHW" else y.transpose(0, 3, 1, 2), ref), level
 
 
 def test_pooling_low_precision_and_big_rows():

@@ -15,6 +15,7 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
         .embedding = {[PYTPP_F64] = &pytpp_embedding_f64_ref,
                       [PYTPP_F32] = &pytpp_embedding_f32_ref},
         .equation = {[PYTPP_F64] = &pytpp_eqn_f64_ref, [PYTPP_F32] = &pytpp_eqn_f32_ref},
+        .pool = {[PYTPP_F64] = &pytpp_pool_f64_ref, [PYTPP_F32] = &pytpp_pool_f32_ref},
         .bf16_default = PYTPP_BF16_REF,
     },
     [PYTPP_ISA_AVX2] = {
@@ -31,6 +32,7 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
         .embedding = {[PYTPP_F64] = &pytpp_embedding_f64_avx2,
                       [PYTPP_F32] = &pytpp_embedding_f32_avx2},
         .equation = {[PYTPP_F64] = &pytpp_eqn_f64_avx2, [PYTPP_F32] = &pytpp_eqn_f32_avx2},
+        .pool = {[PYTPP_F64] = &pytpp_pool_f64_avx2, [PYTPP_F32] = &pytpp_pool_f32_avx2},
         /* operands widened to fp32 while packing: vdpbf16ps bits at fp32 FMA speed */
         .bf16_default = PYTPP_BF16_AVX2_WIDENED,
         .bf16_lanes = &pytpp_mm_bf16w_avx2,
@@ -49,6 +51,7 @@ const pytpp_level_kernels pytpp_levels[PYTPP_NISA] = {
         .embedding = {[PYTPP_F64] = &pytpp_embedding_f64_avx512,
                       [PYTPP_F32] = &pytpp_embedding_f32_avx512},
         .equation = {[PYTPP_F64] = &pytpp_eqn_f64_avx512, [PYTPP_F32] = &pytpp_eqn_f32_avx512},
+        .pool = {[PYTPP_F64] = &pytpp_pool_f64_avx512, [PYTPP_F32] = &pytpp_pool_f32_avx512},
         .bf16_default = PYTPP_BF16_AVX512,
     },
 };
@@ -119,7 +122,7 @@ int pytpp_dispatch_missing(int isa)
         const pytpp_optim_kernels *ok = lv->optim[dt];
         const pytpp_embedding_kernels *ek = lv->embedding[dt];
         missing += !g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok || !ek ||
-                   !lv->equation[dt];
+                   !lv->equation[dt] || !lv->pool[dt] || !lv->pool[dt]->rows;
         if (!g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok || !ek) continue;
         missing += !nk->layer_fwd + !nk->rms_fwd + !nk->layer_bwd + !nk->rms_bwd +
                    !nk->plane_sums + !nk->plane_apply + !nk->plane_bwd_sums +

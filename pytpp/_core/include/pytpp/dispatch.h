@@ -19,6 +19,7 @@
 #include "pytpp/optim.h"
 #include "pytpp/embedding.h"
 #include "pytpp/equation.h"
+#include "pytpp/pool.h"
 
 /* bf16 GEMM kernels: the level's default (AUTO) or one named for tests and tuning. */
 enum pytpp_bf16_kernel {
@@ -38,6 +39,7 @@ typedef struct pytpp_level_kernels {
     const pytpp_optim_kernels *optim[PYTPP_NDTYPES];    /* optimizer steps: optim_rows.inc */
     const pytpp_embedding_kernels *embedding[PYTPP_NDTYPES]; /* bags: embedding_rows.inc */
     const pytpp_eqn_kernels *equation[PYTPP_NDTYPES];   /* fused equations: equation_rows.inc */
+    const pytpp_pool_kernels *pool[PYTPP_NDTYPES];      /* pooling: pool_rows.inc */
     int bf16_default;                                   /* AUTO without AVX512_BF16 */
     /* bf16 BRGEMM handles without AVX512_BF16: lane kernels reading A by rows (NULL: the
      * packed-panel bf16 kernel above) */

@@ -5,11 +5,13 @@
  * summed in (r, s) order starting from the first, padding contributing +0.0, then multiplied by
  * 1 / (kh * kw) rounded in the element type (torch's count_include_pad divisor).
  *
- * Portable loops (frame/pool.c, no ISA code): NHWC vectorised over the contiguous channels of a
- * pixel, NCHW over the output columns of a row; threads over output rows. */
+ * One template (pool_rows.inc) of plain loops, compiled per ISA level with that level's flags:
+ * NHWC vectorised over the contiguous channels of a pixel, NCHW over the output columns of a
+ * row; the driver (frame/pool.c) splits the output rows over threads. */
 #ifndef PYTPP_POOL_H
 #define PYTPP_POOL_H
 #include <stdint.h>
+#include "pytpp/kernel_common.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,11 +24,38 @@ typedef struct pytpp_pool_shape {
     int64_t kh, kw, sh, sw, ph, pw;
 } pytpp_pool_shape;
 
-/* y = pool(x). nhwc: x (N, H, W, C) with element strides (xs[0], xs[1], xs[2], 1) and y
- * (N, P, Q, C) C-contiguous; else x (N, C, H, W) with strides (xs[0], xs[1], xs[2], 1) and y
- * (N, C, P, Q) C-contiguous. esz 4 (float) or 8 (double). */
-void pytpp_pool2d_forward(int op, int64_t esz, int nhwc, const pytpp_pool_shape *s,
-                          const void *x, const int64_t xs[3], void *y, int nthreads);
+/* NCHW rows of fewer than PYTPP_POOL_SHORT_ROW outputs (a 7x7 window over a 7x7 image) run
+ * output by output, PYTPP_POOL_PLANES channels at once: a "row" is then one output row of that
+ * many planes. */
+#define PYTPP_POOL_PLANES 8
+#define PYTPP_POOL_SHORT_ROW 8
+static inline int pytpp_pool_short_rows(int nhwc, const pytpp_pool_shape *s)
+{
+    return !nhwc && s->Q < PYTPP_POOL_SHORT_ROW;
+}
+
+/* Rows [row0, row1) of y = pool(x): an NHWC row is output row (n, p), an NCHW row (n, c, p) or
+ * with short rows (n, channel block, p). Layouts as pytpp_pool2d_forward's. */
+typedef void (*pytpp_pool_rows_fn)(int op, int nhwc, const pytpp_pool_shape *s, const void *x,
+                                   const int64_t xs[3], void *y, int64_t row0, int64_t row1);
+
+typedef struct pytpp_pool_kernels {
+    const char *name;          /* ISA level */
+    pytpp_table_info info;
+    int esz;                   /* element size: 4 (f32) or 8 (f64) */
+    pytpp_pool_rows_fn rows;
+} pytpp_pool_kernels;
+
+extern const pytpp_pool_kernels pytpp_pool_f64_ref, pytpp_pool_f32_ref;
+extern const pytpp_pool_kernels pytpp_pool_f64_avx2, pytpp_pool_f32_avx2;
+extern const pytpp_pool_kernels pytpp_pool_f64_avx512, pytpp_pool_f32_avx512;
+
+/* y = pool(x) with the kernels of kt (its dtype). nhwc: x (N, H, W, C) with element strides
+ * (xs[0], xs[1], xs[2], 1) and y (N, P, Q, C) C-contiguous; else x (N, C, H, W) with strides
+ * (xs[0], xs[1], xs[2], 1) and y (N, C, P, Q) C-contiguous. */
+void pytpp_pool2d_forward(const pytpp_pool_kernels *kt, int op, int nhwc,
+                          const pytpp_pool_shape *s, const void *x, const int64_t xs[3], void *y,
+                          int nthreads);
 
 #ifdef __cplusplus
 }
