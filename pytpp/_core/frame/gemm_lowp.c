@@ -100,16 +100,20 @@ static int64_t packed_offset(const lp_plan *L, int64_t k0, int64_t kk, int64_t n
     return (k0 * npad + k_padded(L, kk) * n0) * L->psz;
 }
 
-/* One thread's part: rows of MR panels [p0, p1), C (4-byte elements) with row stride ldc. */
+/* One thread's part: rows of MR panels [p0, p1) and columns [j0, j1) (j0 a multiple of NR) of
+ * C (4-byte elements, row stride ldc). shared: the team splits rows and packs each B block
+ * together (barriers); else the thread owns its columns and packs its own B panels. */
 static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int64_t ldc,
-                   const pytpp_batch *bt, char *bbuf, char *abuf, int64_t p0, int64_t p1, int t,
-                   int nt)
+                   const pytpp_batch *bt, char *bbuf, char *abuf, int64_t p0, int64_t p1,
+                   int64_t j0, int64_t j1, int shared, int t, int nt)
 {
     const pytpp_lowp_desc *d = L->d;
-    const int64_t m = d->m, n = d->n, k = d->k, MR = L->mr, NR = L->nr, VL = L->vl;
+    const int64_t m = d->m, k = d->k, MR = L->mr, NR = L->nr, VL = L->vl;
     const pytpp_i8_kernels *i8 = L->ks->i8;
     const int ftz = i8 ? i8->ftz : L->pk->ftz;
     const unsigned fp_mode = ftz ? pytpp_ftz_enter() : 0;
+    const int sync = shared && nt > 1 && !d->b_packed;
+    const int q_first = shared ? t : 0, q_step = shared ? nt : 1;
     for (int64_t bi = 0; bi < bt->count; ++bi) {
         const char *ai = batch_ptr(bt, a, bi, 0, L->in_a);
         const char *bib = batch_ptr(bt, b, bi, 1, d->b_packed ? 1 : L->in_b);
@@ -119,20 +123,20 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
             const int accumulate = d->accumulate || bi > 0 || k0 > 0;
             const char *ak = ai + k0 * d->csa * L->in_a;
             const char *bk = d->b_packed ? bib : bib + (k0 / d->g) * d->rs_g * L->in_b;
-            for (int64_t n0 = 0; n0 < n; n0 += L->nc) {
-                const int64_t nn = n - n0 < L->nc ? n - n0 : L->nc;
+            for (int64_t n0 = j0; n0 < j1; n0 += L->nc) {
+                const int64_t nn = j1 - n0 < L->nc ? j1 - n0 : L->nc;
                 const int64_t npan = (nn + NR - 1) / NR, bpanel = kp * NR * L->psz;
                 char *bblk = bbuf;
                 if (d->b_packed) {
                     bblk = (char *)bk + packed_offset(L, k0, kk, n0);
                 } else {
-                    for (int64_t q = t; q < npan; q += nt) {
+                    for (int64_t q = q_first; q < npan; q += q_step) {
                         const int64_t cols = nn - q * NR < NR ? nn - q * NR : NR;
                         pack_b(L, bk + (n0 + q * NR) * d->cs * L->in_b, kk, cols,
                                bbuf + q * bpanel);
                     }
 #ifdef _OPENMP
-                    if (nt > 1) {
+                    if (sync) {
 #pragma omp barrier
                     }
 #endif
@@ -171,7 +175,7 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                     }
                 }
 #ifdef _OPENMP
-                if (nt > 1 && !d->b_packed) {
+                if (sync) {
 #pragma omp barrier
                 }
 #endif
@@ -179,6 +183,49 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
         }
     }
     if (ftz) pytpp_ftz_leave(fp_mode);
+}
+
+/* Whether the small-m kernel reads this call's B as it lies: 8-bit, m <= its rows, B plain
+ * rows with unit column stride or VNNI quads (pytpp_i8_gemv_fn). */
+static int lp_gemv_fits(const lp_plan *L)
+{
+    const pytpp_lowp_desc *d = L->d;
+    const pytpp_i8_kernels *i8 = L->ks->i8;
+    if (!i8 || !i8->gemv || d->b_packed || d->m > PYTPP_I8_GEMV_MR) return 0;
+    return (d->g == 1 && d->cs == 1) || (d->g == 4 && d->rs_e == 1 && d->cs == 4);
+}
+
+/* One thread's columns [j0, j1) of a small-m product on unpacked B: A packed once per k block
+ * (k padded to whole quads), B read once by the small-m kernel; the columns past the last
+ * whole vector go through a packed panel and the masked micro-kernel. */
+static void lp_run_gemv(const lp_plan *L, const void *a, const void *b, int32_t *c, int64_t ldc,
+                        const pytpp_batch *bt, char *bbuf, char *abuf, int64_t j0, int64_t j1)
+{
+    const pytpp_lowp_desc *d = L->d;
+    const pytpp_i8_kernels *i8 = L->ks->i8;
+    const int64_t m = d->m, k = d->k, VL = L->vl;
+    const int vnni = d->g == 4;
+    const int64_t full = (j1 - j0) / VL * VL, rest = (j1 - j0) - full;
+    for (int64_t bi = 0; bi < bt->count; ++bi) {
+        const char *ai = batch_ptr(bt, a, bi, 0, 1);
+        const char *bib = batch_ptr(bt, b, bi, 1, 1);
+        for (int64_t k0 = 0; k0 < k; k0 += LP_KC) {
+            const int64_t kk = k - k0 < LP_KC ? k - k0 : LP_KC;
+            const int64_t lda = round_up(kk, 4);
+            const int accumulate = d->accumulate || bi > 0 || k0 > 0;
+            const char *bk = bib + (k0 / d->g) * d->rs_g;
+            i8->pack_a((const uint8_t *)(ai + k0 * d->csa), d->rsa, d->csa, m, kk, lda,
+                       d->a_type == PYTPP_LP_S8, abuf);
+            if (full)
+                i8->gemv(m, kk, abuf, lda, (const uint8_t *)bk + j0 * d->cs, d->rs_g, vnni,
+                         d->b_type == PYTPP_LP_S8, c + j0, ldc, full, accumulate);
+            if (rest) {
+                pack_b(L, bk + (j0 + full) * d->cs, kk, rest, bbuf);
+                i8->ukr[0][m - 1][1](k_steps(L, kk), abuf, lda, bbuf, c + j0 + full, ldc,
+                                     accumulate, rest);
+            }
+        }
+    }
 }
 
 static void bf16_round_rows(const float *src, uint16_t *dst, int64_t m, int64_t n, int64_t ldc)
@@ -276,25 +323,49 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
         const int64_t ncap = L.nc < round_up(n, L.nr) ? L.nc : round_up(n, L.nr);
         const size_t bbytes = (size_t)round_up(kp * ncap * L.psz, 64);
         const size_t abytes = (size_t)round_up(kp * L.mc * L.psz, 64);
-        const int64_t panels = (m + L.mr - 1) / L.mr;
+        const int64_t panels = (m + L.mr - 1) / L.mr, npan_n = (n + L.nr - 1) / L.nr;
+        const int gemv = lp_gemv_fits(&L);
         int nt = nthreads < 1 ? 1 : nthreads;
-        if (nt > panels) nt = (int)panels;
-        char *buf = (char *)aligned_alloc(64, bbytes + (size_t)nt * abytes);
+        /* few rows (a GEMV, a small batch of tokens): the threads split the columns instead,
+         * each packing its own B panels; not worth a team below ~1M products */
+        const int by_cols = gemv || panels < nt;
+        if (by_cols) {
+            const double work = (double)m * (double)n * (double)d->k * (double)batch->count;
+            if (nt > npan_n) nt = (int)npan_n;
+            if (work < 1e6) nt = 1;
+        } else if (nt > panels) {
+            nt = (int)panels;
+        }
+        const size_t per_thread = by_cols ? bbytes + abytes : abytes;
+        char *buf = (char *)aligned_alloc(64, (by_cols ? 0 : bbytes) + (size_t)nt * per_thread);
         if (!buf) {
             err = -1;
         } else if (nt == 1) {
-            lp_run(&L, a, b, cw, ldc, batch, buf, buf + bbytes, 0, panels, 0, 1);
+            if (gemv) lp_run_gemv(&L, a, b, (int32_t *)cw, ldc, batch, buf, buf + bbytes, 0, n);
+            else lp_run(&L, a, b, cw, ldc, batch, buf, buf + bbytes, 0, panels, 0, n, 1, 0, 1);
         } else {
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt)
             {
                 const int t = omp_get_thread_num(), team = omp_get_num_threads();
-                const int64_t p0 = panels * t / team, p1 = panels * (t + 1) / team;
-                lp_run(&L, a, b, cw, ldc, batch, buf, buf + bbytes + (size_t)t * abytes, p0, p1,
-                       t, team);
+                if (by_cols) {
+                    const int64_t j0 = L.nr * (npan_n * t / team);
+                    const int64_t j1e = L.nr * (npan_n * (t + 1) / team), j1 = j1e < n ? j1e : n;
+                    char *own = buf + (size_t)t * per_thread;
+                    if (gemv)
+                        lp_run_gemv(&L, a, b, (int32_t *)cw, ldc, batch, own, own + bbytes, j0,
+                                    j1);
+                    else if (j0 < j1)
+                        lp_run(&L, a, b, cw, ldc, batch, own, own + bbytes, 0, panels, j0, j1, 0,
+                               t, team);
+                } else {
+                    const int64_t p0 = panels * t / team, p1 = panels * (t + 1) / team;
+                    lp_run(&L, a, b, cw, ldc, batch, buf, buf + bbytes + (size_t)t * abytes, p0,
+                           p1, 0, n, 1, t, team);
+                }
             }
 #else
-            lp_run(&L, a, b, cw, ldc, batch, buf, buf + bbytes, 0, panels, 0, 1);
+            lp_run(&L, a, b, cw, ldc, batch, buf, buf + bbytes, 0, panels, 0, n, 1, 0, 1);
 #endif
         }
         free(buf);
