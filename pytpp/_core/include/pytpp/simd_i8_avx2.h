@@ -118,7 +118,14 @@ PYTPP_INLINE void i8_gv_quad(__m256i *out, const uint8_t *src, int sgn)
 #endif
 #define I8_GV_PLAIN(out, r0, r1, r2, r3, sgn) i8_gv_plain((out), (r0), (r1), (r2), (r3), (sgn))
 
+#if defined(PYTPP_I8_U7)
+/* 16 ymm: 5x2 accumulators + 2 B vectors + the broadcast + one product + the int16 ones (6
+ * rows would spill an accumulator to the stack at every k step). */
+#define I8_SHAPES(X) PYTPP_ROWS(5)(X, 1) PYTPP_ROWS(5)(X, 2)
+#define I8_MR_MAIN 5
+#else
 /* 16 ymm: 6x2 accumulators + 2 B vectors + the broadcast + one product. */
 #define I8_SHAPES(X) PYTPP_ROWS(6)(X, 1) PYTPP_ROWS(6)(X, 2)
 #define I8_MR_MAIN 6
+#endif
 #define I8_NV_MAIN 2
