@@ -13,7 +13,7 @@ PAIRS = [(U8, I8), (I8, I8), (U8, U8), (I8, U8)]
 # n: one lane, a partial vector, whole vectors + a tail, past one packed B block (384 int16
 # columns on AVX2); k: below a quad, odd, past one k block (256)
 SHAPES = [(1, 1, 1), (1, 7, 3), (2, 17, 5), (3, 33, 63), (4, 65, 17), (1, 129, 300),
-          (4, 1000, 301), (1, 3001, 400), (3, 16, 4), (2, 40, 257)]
+          (4, 1000, 301), (1, 3001, 400), (3, 16, 4), (2, 40, 257), (4, 70, 1030)]
 
 
 def ints(rng, shape, dtype):
@@ -47,13 +47,14 @@ def test_plain_vnni_and_packed_b(isa, threads, rng, adt, bdt, m, n, k):
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4])
 def test_seven_bit_a(isa, threads, rng, m):
-    n, k = 203, 261
+    n, k = 203, 1030                # past two k blocks of the 1-byte kernels (512)
     a = rng.integers(0, 128, (m, k)).astype(U8)
     b = ints(rng, (k, n), I8)
     for vnni in (False, True):
         h = pytpp.tpp.gemm(m, n, k, dtype=U8, b_dtype=I8, beta=0.0, b_vnni=vnni, a_7bit=True)
         bb = pytpp.linalg.vnni_pack(b) if vnni else b
         np.testing.assert_array_equal(h(a, bb, np.empty((m, n), np.int32)), ref(a, b))
+        np.testing.assert_array_equal(h(a, h.pack(bb), np.empty((m, n), np.int32)), ref(a, b))
 
 
 def test_extremes_wrap(isa, threads):

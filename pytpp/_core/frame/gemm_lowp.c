@@ -11,7 +11,9 @@
 #include "pytpp/gemm_lowp.h"
 #include "pytpp/fpmode.h"
 
-#define LP_KC 256               /* k values per block (a multiple of 4: whole VNNI groups) */
+#define LP_KC 256               /* k values per block (a multiple of 4: whole VNNI groups), */
+#define LP_KC_BYTE 512          /* twice as many for 1-byte packed values: as many bytes, half the
+                                 * micro-kernel calls and passes over C */
 #define LP_B_BLOCK (192 * 1024) /* bytes of a packed B block: L2-resident */
 #define LP_MC_ROWS 96           /* rows of A packed at a time */
 
@@ -25,7 +27,7 @@ typedef struct lp_plan {
     int widened;                /* bf16 as fp32 panels, pairs swapped (kd counts k values) */
     int64_t psz;                /* bytes of one packed value */
     int64_t in_a, in_b;         /* bytes of one input element */
-    int64_t nc, mc;
+    int64_t kc, nc, mc;        /* k, columns and rows per block */
 } lp_plan;
 
 static int64_t round_up(int64_t x, int64_t r) { return (x + r - 1) / r * r; }
@@ -93,7 +95,7 @@ static const char *batch_ptr(const pytpp_batch *bt, const void *base, int64_t i,
 }
 
 /* Where block (k0, n0) of a pre-packed B starts: k blocks one after another, each the whole
- * width in NR-column panels of its padded depth (every block but the last is LP_KC deep). */
+ * width in NR-column panels of its padded depth (every block but the last is kc deep). */
 static int64_t packed_offset(const lp_plan *L, int64_t k0, int64_t kk, int64_t n0)
 {
     const int64_t npad = round_up(L->d->n, L->nr);
@@ -117,8 +119,8 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
     for (int64_t bi = 0; bi < bt->count; ++bi) {
         const char *ai = batch_ptr(bt, a, bi, 0, L->in_a);
         const char *bib = batch_ptr(bt, b, bi, 1, d->b_packed ? 1 : L->in_b);
-        for (int64_t k0 = 0; k0 < k; k0 += LP_KC) {
-            const int64_t kk = k - k0 < LP_KC ? k - k0 : LP_KC;
+        for (int64_t k0 = 0; k0 < k; k0 += L->kc) {
+            const int64_t kk = k - k0 < L->kc ? k - k0 : L->kc;
             const int64_t kp = k_padded(L, kk), kd = k_steps(L, kk);
             const int accumulate = d->accumulate || bi > 0 || k0 > 0;
             const char *ak = ai + k0 * d->csa * L->in_a;
@@ -163,6 +165,9 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                         char *cq = c + (n0 + q * NR) * 4;
                         for (int64_t r = pc; r < pe; ++r) {
                             const int64_t rows = m - r * MR < MR ? m - r * MR : MR;
+                            if (accumulate && r + 1 < pe)   /* the next tile's C rows */
+                                for (int64_t i = (r + 1) * MR; i < (r + 2) * MR && i < m; ++i)
+                                    __builtin_prefetch(cq + i * ldc * 4, 1);
                             if (i8)
                                 i8->ukr[nv - 1][rows - 1][masked](
                                     kd, abuf + (r - pc) * apanel, kp, bblk + q * bpanel,
@@ -209,8 +214,8 @@ static void lp_run_gemv(const lp_plan *L, const void *a, const void *b, int32_t 
     for (int64_t bi = 0; bi < bt->count; ++bi) {
         const char *ai = batch_ptr(bt, a, bi, 0, 1);
         const char *bib = batch_ptr(bt, b, bi, 1, 1);
-        for (int64_t k0 = 0; k0 < k; k0 += LP_KC) {
-            const int64_t kk = k - k0 < LP_KC ? k - k0 : LP_KC;
+        for (int64_t k0 = 0; k0 < k; k0 += L->kc) {
+            const int64_t kk = k - k0 < L->kc ? k - k0 : L->kc;
             const int64_t lda = round_up(kk, 4);
             const int accumulate = d->accumulate || bi > 0 || k0 > 0;
             const char *bk = bib + (k0 / d->g) * d->rs_g;
@@ -257,7 +262,8 @@ static int lp_plan_init(lp_plan *P, const pytpp_lowp_kernels *ks, const pytpp_lo
         L.vl = L.pk->vl;
         L.nr = L.pk->nv_main * L.vl;
     }
-    L.nc = LP_B_BLOCK / (LP_KC * L.psz) / L.nr * L.nr;
+    L.kc = L.psz == 1 ? LP_KC_BYTE : LP_KC;
+    L.nc = LP_B_BLOCK / (L.kc * L.psz) / L.nr * L.nr;
     if (L.nc < L.nr) L.nc = L.nr;
     L.mc = LP_MC_ROWS / L.mr * L.mr;
     if (L.mc < L.mr) L.mc = L.mr;
@@ -272,7 +278,7 @@ int64_t pytpp_lowp_packed_bytes(const pytpp_lowp_kernels *ks, int64_t k, int64_t
     if (!ks->i8) d.a_type = d.b_type = PYTPP_LP_BF16;
     lp_plan L;
     if (lp_plan_init(&L, ks, &d)) return -1;
-    const int64_t last = k % LP_KC ? k % LP_KC : LP_KC;
+    const int64_t last = k % L.kc ? k % L.kc : L.kc;
     return packed_offset(&L, k - last, last, round_up(n, L.nr));
 }
 
@@ -281,8 +287,8 @@ void pytpp_lowp_pack_b(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, c
 {
     lp_plan L;
     if (lp_plan_init(&L, ks, d)) return;
-    for (int64_t k0 = 0; k0 < d->k; k0 += LP_KC) {
-        const int64_t kk = d->k - k0 < LP_KC ? d->k - k0 : LP_KC;
+    for (int64_t k0 = 0; k0 < d->k; k0 += L.kc) {
+        const int64_t kk = d->k - k0 < L.kc ? d->k - k0 : L.kc;
         const char *bk = (const char *)b + (k0 / d->g) * d->rs_g * L.in_b;
         for (int64_t n0 = 0; n0 < d->n; n0 += L.nr) {
             const int64_t cols = d->n - n0 < L.nr ? d->n - n0 : L.nr;
@@ -319,7 +325,7 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
         if (!d->accumulate)
             for (int64_t i = 0; i < m; ++i) memset(cw + i * ldc * 4, 0, (size_t)n * 4);
     } else {
-        const int64_t kp = round_up(LP_KC < d->k ? LP_KC : d->k, 4);  /* >= any k_pad */
+        const int64_t kp = round_up(L.kc < d->k ? L.kc : d->k, 4);  /* >= any k_pad */
         const int64_t ncap = L.nc < round_up(n, L.nr) ? L.nc : round_up(n, L.nr);
         const size_t bbytes = (size_t)round_up(kp * ncap * L.psz, 64);
         const size_t abytes = (size_t)round_up(kp * L.mc * L.psz, 64);

@@ -11,6 +11,10 @@
 #include <string.h>
 #include "pytpp/gemm_lowp.h"
 
+/* The selects below (clamps, min / max) may then become vector blends: no float exception
+ * state is read anywhere in pytpp, and the values are the same. */
+#pragma GCC optimize("no-trapping-math")
+
 /* round half to even of a float32 whose magnitude is at most 2^22: adding 1.5 * 2^23 leaves no
  * fraction bits, the default rounding mode rounds ties to even */
 static inline float round_even(float t)
@@ -19,28 +23,35 @@ static inline float round_even(float t)
     return (t + magic) - magic;
 }
 
-/* min(x, 0), max(x, 0) over the rows; 1 if some value is NaN or +-inf */
+/* min(x, 0), max(x, 0) over the rows; 1 if some value is NaN or +-inf (exponent all ones).
+ * Vectorized as min / max reductions, which GCC does only when it may ignore NaN and the sign of
+ * zero: NaN / inf are caught by the integer test (and x is then rejected), and a -0 minimum
+ * gives the same scale and zero point as +0. */
+#pragma GCC push_options
+#pragma GCC optimize("finite-math-only", "no-signed-zeros")
 static int x_range(const float *x, int64_t m, int64_t k, int64_t ldx, float *lo, float *hi)
 {
     float mn = 0.0f, mx = 0.0f;
-    int bad = 0;
+    uint32_t bad = 0;
     for (int64_t i = 0; i < m; ++i) {
         const float *row = x + i * ldx;
-        float rmn = mn, rmx = mx, acc = 0.0f;
+        float rmn = mn, rmx = mx;
         for (int64_t p = 0; p < k; ++p) {
             const float v = row[p];
+            uint32_t u;
+            memcpy(&u, &v, 4);
             rmn = v < rmn ? v : rmn;
             rmx = v > rmx ? v : rmx;
-            acc += v - v;               /* NaN when v is NaN or infinite, else 0 */
+            bad |= (u & 0x7f800000u) == 0x7f800000u;
         }
-        bad |= acc != 0.0f;             /* NaN != 0 */
         mn = rmn;
         mx = rmx;
     }
     *lo = mn;
     *hi = mx;
-    return bad;
+    return bad != 0;
 }
+#pragma GCC pop_options
 
 static void quantize_rows(const float *x, int64_t m, int64_t k, int64_t ldx, float inv, float zp,
                           float qmax, uint8_t *q)
@@ -59,19 +70,22 @@ static void quantize_rows(const float *x, int64_t m, int64_t k, int64_t ldx, flo
     }
 }
 
-static void epilogue_rows(const int32_t *acc, int64_t i0, int64_t i1, int64_t n, const float *s,
-                          const float *bias, int relu, float *y, int64_t ldy)
+/* y = (float)(acc + comp) * s + bias (the int32 sum wrapping as the kernels' sums do) */
+static void epilogue_rows(const int32_t *acc, int64_t i0, int64_t i1, int64_t n,
+                          const int32_t *comp, const float *s, const float *bias, int relu,
+                          float *y, int64_t ldy)
 {
     for (int64_t i = i0; i < i1; ++i) {
         const int32_t *a = acc + i * n;
         float *out = y + i * ldy;
         if (bias)
             for (int64_t j = 0; j < n; ++j) {
-                const float p = (float)a[j] * s[j];
+                const float p = (float)(int32_t)((uint32_t)a[j] + (uint32_t)comp[j]) * s[j];
                 out[j] = p + bias[j];
             }
         else
-            for (int64_t j = 0; j < n; ++j) out[j] = (float)a[j] * s[j];
+            for (int64_t j = 0; j < n; ++j)
+                out[j] = (float)(int32_t)((uint32_t)a[j] + (uint32_t)comp[j]) * s[j];
         if (relu)
             for (int64_t j = 0; j < n; ++j) out[j] = out[j] > 0.0f ? out[j] : 0.0f;
     }
@@ -83,8 +97,23 @@ int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, 
                        float *y, int64_t ldy, uint8_t *q, int32_t *acc, int nthreads,
                        double *scale_out, int *zp_out)
 {
-    float lo32, hi32;
-    if (x_range(x, m, k, ldx, &lo32, &hi32)) return -3;
+    /* the passes over x and y split the rows between threads when there is enough of them */
+    const int nt = (double)m * (double)(k > n ? k : n) >= 65536.0 && nthreads > 1 && m > 1
+                       ? (nthreads < m ? nthreads : (int)m) : 1;
+    float lo32 = 0.0f, hi32 = 0.0f;
+    int bad = 0;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1) \
+    reduction(min : lo32) reduction(max : hi32) reduction(| : bad)
+#endif
+    for (int t = 0; t < nt; ++t) {
+        const int64_t i0 = m * t / nt, i1 = m * (t + 1) / nt;
+        float l, h;
+        bad |= x_range(x + i0 * ldx, i1 - i0, k, ldx, &l, &h);
+        lo32 = l < lo32 ? l : lo32;
+        hi32 = h > hi32 ? h : hi32;
+    }
+    if (bad) return -3;
     /* the parameters in double, as Python computes them */
     const double lo = lo32, hi = hi32;
     const double scale = hi > lo ? (hi - lo) / qmax : 1.0;
@@ -95,7 +124,14 @@ int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, 
     *zp_out = zp;
     if (m == 0 || n == 0) return 0;
 
-    quantize_rows(x, m, k, ldx, (float)(1.0 / scale), (float)zp, (float)qmax, q);
+    const float inv = (float)(1.0 / scale);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#endif
+    for (int t = 0; t < nt; ++t) {
+        const int64_t i0 = m * t / nt, i1 = m * (t + 1) / nt;
+        quantize_rows(x + i0 * ldx, i1 - i0, k, ldx, inv, (float)zp, (float)qmax, q + i0 * k);
+    }
 
     int32_t *comp = (int32_t *)malloc((size_t)n * (sizeof(int32_t) + sizeof(float)));
     if (!comp) return -1;
@@ -108,14 +144,14 @@ int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, 
                                .a_type = PYTPP_LP_U8, .b_type = PYTPP_LP_S8,
                                .c_type = PYTPP_LP_I32, .accumulate = 0, .b_packed = 1};
     const pytpp_batch bt = {.mode = PYTPP_BATCH_STRIDE, .count = 1};
-    int err = pytpp_lowp_brgemm(ks, &d, q, packed_b, acc, &bt, comp, nthreads);
+    /* the compensation joins the epilogue's pass over C, not a pass of its own */
+    int err = pytpp_lowp_brgemm(ks, &d, q, packed_b, acc, &bt, NULL, nthreads);
     if (!err) {
-        const int nt = m * n >= (1 << 16) && nthreads > 1 ? nthreads : 1;
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
 #endif
         for (int t = 0; t < nt; ++t)
-            epilogue_rows(acc, m * t / nt, m * (t + 1) / nt, n, s, bias, relu, y, ldy);
+            epilogue_rows(acc, m * t / nt, m * (t + 1) / nt, n, comp, s, bias, relu, y, ldy);
     }
     free(comp);
     return err;
