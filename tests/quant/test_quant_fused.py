@@ -67,7 +67,7 @@ def test_threads_agree(rng):
     layer = QuantizedLinear(w, rng.standard_normal(3072))
     old = pytpp.get_num_threads()
     try:
-        for m in (1, 4, 32):
+        for m in (1, 4, 32, 200):          # 200 x 3072: the passes over x, y split too
             x = rng.standard_normal((m, 768)).astype(np.float32)
             outs = []
             for t in (1, 2):

@@ -97,8 +97,9 @@ int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, 
                        float *y, int64_t ldy, uint8_t *q, int32_t *acc, int nthreads,
                        double *scale_out, int *zp_out)
 {
-    /* the passes over x and y split the rows between threads when there is enough of them */
-    const int nt = (double)m * (double)(k > n ? k : n) >= 65536.0 && nthreads > 1 && m > 1
+    /* the passes over x and y split the rows between threads when they are long enough to pay
+     * for a team (a few hundred microseconds) */
+    const int nt = (double)m * (double)(k > n ? k : n) >= 524288.0 && nthreads > 1 && m > 1
                        ? (nthreads < m ? nthreads : (int)m) : 1;
     float lo32 = 0.0f, hi32 = 0.0f;
     int bad = 0;
