@@ -84,6 +84,9 @@ def test_views_beta_and_batches(isa, threads, rng):
     af = np.asfortranarray(a[0])
     g = pytpp.tpp.gemm(m, n, k, dtype=U8, b_dtype=I8, beta=0.0)
     np.testing.assert_array_equal(g(af, bs[0], np.empty((m, n), np.int32)), ref(a[0], bs[0]))
+    # B rows in reverse (negative row stride): still read in place
+    br = b[0][::-1]
+    np.testing.assert_array_equal(g(a[0], br, np.empty((m, n), np.int32)), ref(a[0], br))
     # beta = 1 adds to C
     acc = pytpp.tpp.gemm(m, n, k, dtype=U8, b_dtype=I8, beta=1.0)
     c = ints(rng, (m, n), I8).astype(np.int32)
