@@ -17,6 +17,8 @@ cdef extern from "pytpp/gemm_lowp.h" nogil:
         PYTPP_LP_BF16
         PYTPP_LP_I32
         PYTPP_LP_F32
+    ctypedef void (*pytpp_lowp_epilogue_fn)(const void *ctx, void *c, int64_t ldc, int64_t i0,
+                                            int64_t rows, int64_t j0, int64_t cols)
     ctypedef struct pytpp_lowp_desc:
         int64_t m, n, k
         int64_t rsa, csa
@@ -26,6 +28,8 @@ cdef extern from "pytpp/gemm_lowp.h" nogil:
         int a_type, b_type, c_type
         int accumulate
         int b_packed
+        pytpp_lowp_epilogue_fn epilogue
+        const void *epi_ctx
     ctypedef struct pytpp_lowp_kernels:
         const pytpp_i8_kernels *i8
         const pytpp_pk_kernels *bf16

@@ -23,8 +23,8 @@ cdef extern from "pytpp/gemm_lowp.h" nogil:
     int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, int64_t k,
                            int64_t ldx, int qmax, const void *packed_b, int64_t n,
                            const int64_t *colsum, const double *w_scale, const float *bias,
-                           int relu, float *y, int64_t ldy, cnp.uint8_t *q, int32_t *acc,
-                           int nthreads, double *scale_out, int *zp_out)
+                           int relu, float *y, int64_t ldy, cnp.uint8_t *q, int nthreads,
+                           double *scale_out, int *zp_out)
 
 U8, S8, BF16, I32, F32 = PYTPP_LP_U8, PYTPP_LP_S8, PYTPP_LP_BF16, PYTPP_LP_I32, PYTPP_LP_F32
 # kernel choice (dispatch.h enum pytpp_i8_kernel / pytpp_bf16_kernel): 0 = the level's best;
@@ -82,6 +82,8 @@ cdef int fill_desc(pytpp_lowp_desc *d, tuple geom) except -1:
     (d.m, d.n, d.k, d.rsa, d.csa, d.g, d.rs_g, d.rs_e, d.cs, d.ldc, d.a_type, d.b_type,
      d.c_type, d.accumulate) = geom[:14]
     d.b_packed = geom[14] if len(geom) > 14 else 0
+    d.epilogue = NULL
+    d.epi_ctx = NULL
     return 0
 
 
@@ -176,7 +178,6 @@ def qlinear(int isa, int which, cnp.ndarray x, cnp.ndarray packed, cnp.ndarray c
     cdef int64_t ldx = x.strides[0] // 4 if m > 1 else k
     cdef int64_t ldy = y.strides[0] // 4 if m > 1 else n
     cdef cnp.ndarray q = cnp.PyArray_EMPTY(1, [max(m * k, 1)], cnp.NPY_UINT8, 0)
-    cdef cnp.ndarray acc = cnp.PyArray_EMPTY(1, [max(m * n, 1)], cnp.NPY_INT32, 0)
     cdef const float *px = <const float *>cnp.PyArray_DATA(x)
     cdef const void *pp = cnp.PyArray_DATA(packed)
     cdef const int64_t *pcs = <const int64_t *>cnp.PyArray_DATA(colsum)
@@ -186,13 +187,12 @@ def qlinear(int isa, int which, cnp.ndarray x, cnp.ndarray packed, cnp.ndarray c
         pbias = <const float *>cnp.PyArray_DATA(<cnp.ndarray>bias)
     cdef float *py = <float *>cnp.PyArray_DATA(y)
     cdef cnp.uint8_t *pq = <cnp.uint8_t *>cnp.PyArray_DATA(q)
-    cdef int32_t *pacc = <int32_t *>cnp.PyArray_DATA(acc)
     cdef int nt = num_threads()
     cdef double scale = 1.0
     cdef int zp = 0, err
     with nogil:
         err = pytpp_lowp_qlinear(&ks, px, m, k, ldx, qmax, pp, n, pcs, pws, pbias, relu, py,
-                                 ldy, pq, pacc, nt, &scale, &zp)
+                                 ldy, pq, nt, &scale, &zp)
     if err == -3:
         raise ValueError("pytpp.quant.QuantizedLinear: x holds NaN or inf")
     if err == -1:
@@ -222,6 +222,8 @@ cdef class LowpHandle:
         self.desc.a_type, self.desc.b_type, self.desc.c_type = a_type, b_type, c_type
         self.desc.accumulate = accumulate
         self.desc.b_packed = 0
+        self.desc.epilogue = NULL
+        self.desc.epi_ctx = NULL
         self.stride_a = m * k
         self.stride_b = ((k + g - 1) // g) * g * n
 

@@ -123,6 +123,7 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
             const int64_t kk = k - k0 < L->kc ? k - k0 : L->kc;
             const int64_t kp = k_padded(L, kk), kd = k_steps(L, kk);
             const int accumulate = d->accumulate || bi > 0 || k0 > 0;
+            const int finish = d->epilogue && bi == bt->count - 1 && k0 + kk >= k;
             const char *ak = ai + k0 * d->csa * L->in_a;
             const char *bk = d->b_packed ? bib : bib + (k0 / d->g) * d->rs_g * L->in_b;
             for (int64_t n0 = j0; n0 < j1; n0 += L->nc) {
@@ -178,6 +179,9 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                                     cq + r * MR * ldc * 4, ldc, accumulate, tail);
                         }
                     }
+                    if (finish)     /* this block of rows x columns is done: still in L2 */
+                        d->epilogue(d->epi_ctx, c + (pc * MR * ldc + n0) * 4, ldc, pc * MR,
+                                    rows_all, n0, nn);
                 }
 #ifdef _OPENMP
                 if (sync) {
@@ -231,6 +235,8 @@ static void lp_run_gemv(const lp_plan *L, const void *a, const void *b, int32_t 
             }
         }
     }
+    if (d->epilogue && j1 > j0 && bt->count > 0)
+        d->epilogue(d->epi_ctx, c + j0, ldc, 0, m, j0, j1 - j0);
 }
 
 static void bf16_round_rows(const float *src, uint16_t *dst, int64_t m, int64_t n, int64_t ldc)
@@ -324,6 +330,7 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
     if (d->k == 0 || batch->count == 0) {
         if (!d->accumulate)
             for (int64_t i = 0; i < m; ++i) memset(cw + i * ldc * 4, 0, (size_t)n * 4);
+        if (d->epilogue) d->epilogue(d->epi_ctx, cw, ldc, 0, m, 0, n);
     } else {
         const int64_t kp = round_up(L.kc < d->k ? L.kc : d->k, 4);  /* >= any k_pad */
         const int64_t ncap = L.nc < round_up(n, L.nr) ? L.nc : round_up(n, L.nr);

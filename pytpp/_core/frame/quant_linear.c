@@ -1,7 +1,9 @@
 /* The forward pass of a dynamically quantized dense layer in one C call (gemm_lowp.h,
  * pytpp_lowp_qlinear): range of x, quantization to uint8, the exact int32 product on pre-packed
- * weights, dequantize + bias (+ relu). In Python the passes around the product cost more than the
- * product itself for a few rows (a token at a time); here they are one sweep each.
+ * weights, dequantize + bias (+ relu) on each block of C as the driver finishes it. In Python the
+ * passes around the product cost more than the product itself for a few rows (a token at a
+ * time); here they are one sweep each. (Measured in one process against a separate epilogue pass
+ * over an int32 C: the same time; this way no m x n int32 buffer is needed.)
  *
  * Every float operation is numpy's float32 one of pytpp.quant.QuantizedLinear, in the same order
  * and rounding (no contraction: this file is built without FMA), so the results are the same
@@ -70,32 +72,42 @@ static void quantize_rows(const float *x, int64_t m, int64_t k, int64_t ldx, flo
     }
 }
 
-/* y = (float)(acc + comp) * s + bias (the int32 sum wrapping as the kernels' sums do) */
-static void epilogue_rows(const int32_t *acc, int64_t i0, int64_t i1, int64_t n,
-                          const int32_t *comp, const float *s, const float *bias, int relu,
-                          float *y, int64_t ldy)
+/* The epilogue on a finished block of C whose int32 sums live in y's memory: y = the above, in
+ * place (memcpy reads and writes the 4 bytes without type punning). */
+typedef struct ql_ctx {
+    const int32_t *comp;
+    const float *s, *bias;
+    int relu;
+} ql_ctx;
+
+static void ql_block(const void *ctx, void *c, int64_t ldc, int64_t i0, int64_t rows, int64_t j0,
+                     int64_t cols)
 {
-    for (int64_t i = i0; i < i1; ++i) {
-        const int32_t *a = acc + i * n;
-        float *out = y + i * ldy;
+    const ql_ctx *e = (const ql_ctx *)ctx;
+    const int32_t *comp = e->comp + j0;
+    const float *s = e->s + j0, *bias = e->bias ? e->bias + j0 : NULL;
+    (void)i0;
+    for (int64_t i = 0; i < rows; ++i) {
+        char *row = (char *)c + i * ldc * 4;
+        for (int64_t j = 0; j < cols; ++j) {
+            int32_t v;
+            memcpy(&v, row + 4 * j, 4);
+            const float p = (float)(int32_t)((uint32_t)v + (uint32_t)comp[j]) * s[j];
+            memcpy(row + 4 * j, &p, 4);
+        }
+        float *out = (float *)row;      /* float from here on */
         if (bias)
-            for (int64_t j = 0; j < n; ++j) {
-                const float p = (float)(int32_t)((uint32_t)a[j] + (uint32_t)comp[j]) * s[j];
-                out[j] = p + bias[j];
-            }
-        else
-            for (int64_t j = 0; j < n; ++j)
-                out[j] = (float)(int32_t)((uint32_t)a[j] + (uint32_t)comp[j]) * s[j];
-        if (relu)
-            for (int64_t j = 0; j < n; ++j) out[j] = out[j] > 0.0f ? out[j] : 0.0f;
+            for (int64_t j = 0; j < cols; ++j) out[j] = out[j] + bias[j];
+        if (e->relu)
+            for (int64_t j = 0; j < cols; ++j) out[j] = out[j] > 0.0f ? out[j] : 0.0f;
     }
 }
 
 int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, int64_t k,
                        int64_t ldx, int qmax, const void *packed_b, int64_t n,
                        const int64_t *colsum, const double *w_scale, const float *bias, int relu,
-                       float *y, int64_t ldy, uint8_t *q, int32_t *acc, int nthreads,
-                       double *scale_out, int *zp_out)
+                       float *y, int64_t ldy, uint8_t *q, int nthreads, double *scale_out,
+                       int *zp_out)
 {
     /* the passes over x and y split the rows between threads when they are long enough to pay
      * for a team (a few hundred microseconds) */
@@ -141,19 +153,15 @@ int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, 
         comp[j] = (int32_t)(uint32_t)((uint64_t)(-(int64_t)zp) * (uint64_t)colsum[j]);
         s[j] = (float)(scale * w_scale[j]);
     }
-    const pytpp_lowp_desc d = {.m = m, .n = n, .k = k, .rsa = k, .csa = 1, .g = 1, .ldc = n,
+    /* C is y's memory: the kernels write the int32 sums there and the epilogue turns each
+     * finished block into y while it is in cache (no m x n int32 buffer written, read back) */
+    const ql_ctx ctx = {.comp = comp, .s = s, .bias = bias, .relu = relu};
+    const pytpp_lowp_desc d = {.m = m, .n = n, .k = k, .rsa = k, .csa = 1, .g = 1, .ldc = ldy,
                                .a_type = PYTPP_LP_U8, .b_type = PYTPP_LP_S8,
-                               .c_type = PYTPP_LP_I32, .accumulate = 0, .b_packed = 1};
+                               .c_type = PYTPP_LP_I32, .accumulate = 0, .b_packed = 1,
+                               .epilogue = ql_block, .epi_ctx = &ctx};
     const pytpp_batch bt = {.mode = PYTPP_BATCH_STRIDE, .count = 1};
-    /* the compensation joins the epilogue's pass over C, not a pass of its own */
-    int err = pytpp_lowp_brgemm(ks, &d, q, packed_b, acc, &bt, NULL, nthreads);
-    if (!err) {
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-#endif
-        for (int t = 0; t < nt; ++t)
-            epilogue_rows(acc, m * t / nt, m * (t + 1) / nt, n, comp, s, bias, relu, y, ldy);
-    }
+    const int err = pytpp_lowp_brgemm(ks, &d, q, packed_b, y, &bt, NULL, nthreads);
     free(comp);
     return err;
 }

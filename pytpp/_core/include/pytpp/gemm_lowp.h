@@ -66,6 +66,13 @@ extern const pytpp_i8_kernels pytpp_mm_i8_ref, pytpp_mm_i8_avx2, pytpp_mm_i8_avx
 /* bf16 widened to fp32 on the lane template (AVX2): A read by rows, no A panels to form. */
 extern const pytpp_i8_kernels pytpp_mm_bf16w_avx2;
 
+/* Called once on every finished block of C (all k and batch summed, before comp is added):
+ * rows [i0, i0 + rows) x columns [j0, j0 + cols), c at its first element, row stride ldc (4-byte
+ * elements), while the block is in cache (L2). The blocks of a call are disjoint; threads call it
+ * on their own blocks. */
+typedef void (*pytpp_lowp_epilogue_fn)(const void *ctx, void *c, int64_t ldc, int64_t i0,
+                                       int64_t rows, int64_t j0, int64_t cols);
+
 typedef struct pytpp_lowp_desc {
     int64_t m, n, k;
     int64_t rsa, csa;
@@ -76,6 +83,8 @@ typedef struct pytpp_lowp_desc {
     int accumulate;             /* beta = 1: C += ...; 0: C = ... (C not read) */
     int b_packed;               /* B_i are whole pre-packed buffers (pytpp_lowp_pack_b), found
                                  * by the batch in bytes; B layout fields unused */
+    pytpp_lowp_epilogue_fn epilogue;    /* NULL: none */
+    const void *epi_ctx;
 } pytpp_lowp_desc;
 
 /* The kernels of one call: a lane table (8-bit, or widened bf16), or a bf16 packed-panel table
@@ -106,15 +115,16 @@ void pytpp_lowp_pack_b(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, c
  *   / scale) in [0, qmax]; q = clip(round_half_even(x * (float)(1/scale)) + zp, 0, qmax);
  *   acc = q @ W (int32, exact: B pre-packed for ks by pytpp_lowp_pack_b, k x n) - zp * colsum;
  *   y = (float)acc * (float)(scale * w_scale[j]) + bias[j] (bias may be NULL), then relu when
- *   `relu`; y has row stride ldy.
- * Scratch: q (m*k bytes), acc (m*n int32). The arithmetic is numpy's float32 one, op by op
+ *   `relu`; y has row stride ldy. The int32 sums are kept in y's own memory and turned into y
+ *   block by block as the kernels finish them (the epilogue hook above).
+ * Scratch: q (m*k bytes). The arithmetic is numpy's float32 one, op by op
  * (pytpp.quant.QuantizedLinear's reference). Returns 0, -1 (no memory), -2 (kernel/type),
  * -3 if x holds NaN or inf (nothing computed). *scale_out / *zp_out receive the parameters. */
 int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, int64_t k,
                        int64_t ldx, int qmax, const void *packed_b, int64_t n,
                        const int64_t *colsum, const double *w_scale, const float *bias, int relu,
-                       float *y, int64_t ldy, uint8_t *q, int32_t *acc, int nthreads,
-                       double *scale_out, int *zp_out);
+                       float *y, int64_t ldy, uint8_t *q, int nthreads, double *scale_out,
+                       int *zp_out);
 
 #ifdef __cplusplus
 }
