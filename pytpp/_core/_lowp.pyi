@@ -2,6 +2,7 @@
 from typing import Any
 
 from numpy.typing import NDArray
+from typing_extensions import disjoint_base
 
 U8: int
 S8: int
@@ -19,3 +20,19 @@ def run(isa: int, which: int, a: Any, b: Any, c: NDArray[Any], geom: tuple[int, 
         off_b: NDArray[Any] | None, comp: NDArray[Any] | None) -> None: ...
 def packed_bytes(isa: int, which: int, a_type: int, b_type: int, k: int, n: int) -> int: ...
 def pack_b(isa: int, which: int, geom: tuple[int, ...], b: NDArray[Any], dst: NDArray[Any]) -> None: ...
+def qlinear(isa: int, which: int, x: NDArray[Any], packed: NDArray[Any], colsum: NDArray[Any],
+            w_scale: NDArray[Any], bias: NDArray[Any] | None, relu: bool, qmax: int,
+            y: NDArray[Any]) -> tuple[float, int]: ...
+
+@disjoint_base
+class LowpHandle:
+    """The C side of a low-precision handle (cimport it from pytpp/_core/_lowp.pxd)."""
+    m: int
+    n: int
+    k: int
+    stride_a: int
+    stride_b: int
+    descriptor: dict[str, Any]
+    def __init__(self, isa: int, which: int, m: int, n: int, k: int, g: int, a_type: int,
+                 b_type: int, c_type: int, accumulate: bool, descriptor: dict[str, Any]) -> None: ...
+    def pack_b(self, b: NDArray[Any]) -> NDArray[Any]: ...

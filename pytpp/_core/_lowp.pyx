@@ -6,7 +6,7 @@ cimport numpy as cnp
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.stdint cimport int64_t, int32_t, uint32_t
 from pytpp._core._runtime cimport num_threads, features, level
-from pytpp._core.cengine cimport pytpp_batch
+from pytpp._core.cengine cimport pytpp_batch, PYTPP_BATCH_STRIDE
 from pytpp._core._matmul cimport pytpp_pk_kernels
 from pytpp._core.cdispatch cimport (pytpp_i8_kernels, pytpp_i8_select, pytpp_i8_kernel_list,
                                     PYTPP_I8_NKERNELS, pytpp_bf16_select, pytpp_bf16_kernels,
@@ -20,30 +20,11 @@ cdef extern from "pytpp/cpu.h" nogil:
 cnp.import_array()
 
 cdef extern from "pytpp/gemm_lowp.h" nogil:
-    enum:
-        PYTPP_LP_U8
-        PYTPP_LP_S8
-        PYTPP_LP_BF16
-        PYTPP_LP_I32
-        PYTPP_LP_F32
-    ctypedef struct pytpp_lowp_desc:
-        int64_t m, n, k
-        int64_t rsa, csa
-        int g
-        int64_t rs_g, rs_e, cs
-        int64_t ldc
-        int a_type, b_type, c_type
-        int accumulate
-        int b_packed
-    ctypedef struct pytpp_lowp_kernels:
-        const pytpp_i8_kernels *i8
-        const pytpp_pk_kernels *bf16
-    int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *a,
-                          const void *b, void *c, const pytpp_batch *batch, const int32_t *comp,
-                          int nthreads)
-    int64_t pytpp_lowp_packed_bytes(const pytpp_lowp_kernels *ks, int64_t k, int64_t n)
-    void pytpp_lowp_pack_b(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *b,
-                           void *dst)
+    int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, int64_t k,
+                           int64_t ldx, int qmax, const void *packed_b, int64_t n,
+                           const int64_t *colsum, const double *w_scale, const float *bias,
+                           int relu, float *y, int64_t ldy, cnp.uint8_t *q, int nthreads,
+                           double *scale_out, int *zp_out)
 
 U8, S8, BF16, I32, F32 = PYTPP_LP_U8, PYTPP_LP_S8, PYTPP_LP_BF16, PYTPP_LP_I32, PYTPP_LP_F32
 # kernel choice (dispatch.h enum pytpp_i8_kernel / pytpp_bf16_kernel): 0 = the level's best;
@@ -101,6 +82,8 @@ cdef int fill_desc(pytpp_lowp_desc *d, tuple geom) except -1:
     (d.m, d.n, d.k, d.rsa, d.csa, d.g, d.rs_g, d.rs_e, d.cs, d.ldc, d.a_type, d.b_type,
      d.c_type, d.accumulate) = geom[:14]
     d.b_packed = geom[14] if len(geom) > 14 else 0
+    d.epilogue = NULL
+    d.epi_ctx = NULL
     return 0
 
 
@@ -181,3 +164,102 @@ def run(int isa, int which, object a, object b, cnp.ndarray c, tuple geom, int m
         raise MemoryError("pytpp: no memory for the packed panels")
     if err:
         raise ValueError("pytpp: the 8-bit kernel cannot take these operand types")
+
+
+def qlinear(int isa, int which, cnp.ndarray x, cnp.ndarray packed, cnp.ndarray colsum,
+            cnp.ndarray w_scale, object bias, bint relu, int qmax, cnp.ndarray y):
+    """A dynamically quantized dense layer's forward pass (gemm_lowp.h pytpp_lowp_qlinear): x
+    float32 (m, k) with unit column stride, packed the u8 x s8 weights packed for (isa, which),
+    colsum int64 (n,), w_scale float64 (n,), bias float32 (n,) or None, y float32 (m, n) with unit
+    column stride. Returns (scale, zero_point) of x; ValueError if x holds NaN or inf."""
+    cdef pytpp_lowp_kernels ks
+    select(isa, which, PYTPP_LP_U8, PYTPP_LP_S8, &ks)
+    cdef int64_t m = x.shape[0], k = x.shape[1], n = y.shape[1]
+    cdef int64_t ldx = x.strides[0] // 4 if m > 1 else k
+    cdef int64_t ldy = y.strides[0] // 4 if m > 1 else n
+    cdef cnp.ndarray q = cnp.PyArray_EMPTY(1, [max(m * k, 1)], cnp.NPY_UINT8, 0)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(x)
+    cdef const void *pp = cnp.PyArray_DATA(packed)
+    cdef const int64_t *pcs = <const int64_t *>cnp.PyArray_DATA(colsum)
+    cdef const double *pws = <const double *>cnp.PyArray_DATA(w_scale)
+    cdef const float *pbias = NULL
+    if bias is not None:
+        pbias = <const float *>cnp.PyArray_DATA(<cnp.ndarray>bias)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    cdef cnp.uint8_t *pq = <cnp.uint8_t *>cnp.PyArray_DATA(q)
+    cdef int nt = num_threads()
+    cdef double scale = 1.0
+    cdef int zp = 0, err
+    with nogil:
+        err = pytpp_lowp_qlinear(&ks, px, m, k, ldx, qmax, pp, n, pcs, pws, pbias, relu, py,
+                                 ldy, pq, nt, &scale, &zp)
+    if err == -3:
+        raise ValueError("pytpp.quant.QuantizedLinear: x holds NaN or inf")
+    if err == -1:
+        raise MemoryError("pytpp: no memory for the packed panels")
+    if err:
+        raise ValueError("pytpp: the 8-bit kernel cannot take these operand types")
+    return scale, zp
+
+
+cdef class LowpHandle:
+    """The C-level side of a low-precision handle (``handle.c_handle``): cimport it from
+    pytpp/_core/_lowp.pxd and call ``run`` / ``run_packed`` inside ``nogil``."""
+
+    def __init__(self, int isa, int which, int64_t m, int64_t n, int64_t k, int g, int a_type,
+                 int b_type, int c_type, bint accumulate, object descriptor):
+        select(isa, which, a_type, b_type, &self.ks)
+        self.m, self.n, self.k = m, n, k
+        self.descriptor = descriptor
+        self.desc.m, self.desc.n, self.desc.k = m, n, k
+        self.desc.rsa, self.desc.csa = k, 1
+        self.desc.g = g
+        if g == 1:      # plain (k, n) rows
+            self.desc.rs_g, self.desc.rs_e, self.desc.cs = n, 0, 1
+        else:           # VNNI (ceil(k/g), n, g)
+            self.desc.rs_g, self.desc.rs_e, self.desc.cs = g * n, 1, g
+        self.desc.ldc = n
+        self.desc.a_type, self.desc.b_type, self.desc.c_type = a_type, b_type, c_type
+        self.desc.accumulate = accumulate
+        self.desc.b_packed = 0
+        self.desc.epilogue = NULL
+        self.desc.epi_ctx = NULL
+        self.stride_a = m * k
+        self.stride_b = ((k + g - 1) // g) * g * n
+
+    cdef int run(self, const void *a, const void *b, void *c, const pytpp_batch *batch,
+                 const int32_t *comp) noexcept nogil:
+        return pytpp_lowp_brgemm(&self.ks, &self.desc, a, b, c, batch, comp, num_threads())
+
+    cdef int run_packed(self, const void *a, const void *packed_b, void *c,
+                        const int32_t *comp) noexcept nogil:
+        cdef pytpp_lowp_desc d = self.desc
+        d.b_packed = 1
+        cdef pytpp_batch bt
+        bt.mode = PYTPP_BATCH_STRIDE
+        bt.count = 1
+        bt.stride_a = 0
+        bt.stride_b = 0
+        bt.off_a = NULL
+        bt.off_b = NULL
+        bt.ptr_a = NULL
+        bt.ptr_b = NULL
+        return pytpp_lowp_brgemm(&self.ks, &d, a, packed_b, c, &bt, comp, num_threads())
+
+    def pack_b(self, cnp.ndarray b):
+        """B (C-contiguous, the handle's B layout and type) packed for run_packed: a uint8
+        array to keep alive while it is used."""
+        if not b.flags.c_contiguous:
+            raise ValueError("LowpHandle.pack_b: b must be C-contiguous")
+        if cnp.PyArray_NBYTES(b) < self.stride_b * (2 if self.desc.b_type == PYTPP_LP_BF16 else 1):
+            raise ValueError("LowpHandle.pack_b: b is smaller than one B block")
+        cdef cnp.ndarray dst = cnp.PyArray_ZEROS(
+            1, [max(pytpp_lowp_packed_bytes(&self.ks, self.k, self.n), 1)], cnp.NPY_UINT8, 0)
+        cdef const void *pb = cnp.PyArray_DATA(b)
+        cdef void *pd = cnp.PyArray_DATA(dst)
+        with nogil:
+            pytpp_lowp_pack_b(&self.ks, &self.desc, pb, pd)
+        return dst
+
+    def __repr__(self):
+        return f"LowpHandle({self.descriptor!r})"

@@ -11,6 +11,9 @@ from pytpp import _validate
 from pytpp._typing import Array, ArrayLike
 from pytpp.linalg._lowp import vnni_pack
 from pytpp.nn import _activations
+from pytpp._core import _lowp as _lowp_core
+from pytpp._core import _runtime
+from pytpp.tpp import _lowp as _tpp_lowp
 from pytpp.tpp._smallgemm import gemm as _gemm_handle
 
 _ACTS = (None, "relu", "gelu")
@@ -109,11 +112,13 @@ class QuantizedLinear:
         """The weights in VNNI quads, packed once more for the kernels' panels (lazily, per
         kernel) by the GEMM handle: no per-call packing of the constant operand."""
         self._packed = {}
+        self._fused = {}
         self._vnni = vnni_pack(self.weight_q.T)        # (ceil(in/4), out, 4)
 
     def __getstate__(self):
         state = self.__dict__.copy()
         state.pop("_packed")
+        state.pop("_fused")
         state.pop("_vnni")
         return state
 
@@ -152,14 +157,44 @@ class QuantizedLinear:
             if x.dtype.kind != "f":
                 raise TypeError(f"{fn}: x has dtype {x.dtype}; expected float32 (or uint8)")
             xf = x2.astype(np.float32, copy=False)
+            seven = self._seven_bit()
+            if xf.strides[-1] == 4 or xf.shape[-1] <= 1:   # (the C pass rejects NaN / inf)
+                return self._forward_fused(xf, seven).reshape(lead + (self.out_features,))
             if not np.all(np.isfinite(xf)):
                 raise ValueError(f"{fn}: x holds NaN or inf")
-            seven = self._seven_bit()
             qmax = 127 if seven else 255
             scale, zp = _dynamic_qparams(xf, qmax) if xf.size else (1.0, 0)
             q = self._quantize(xf, scale, zp, qmax)
         y = self._product(q, scale, zp, seven)
         return y.reshape(lead + (self.out_features,))
+
+    def _forward_fused(self, xf, seven):
+        """float32 x (unit column stride) -> y in one C call (pytpp_lowp_qlinear): range,
+        quantization, the product on the weights packed once per kernel, dequantize + bias
+        (+ relu); the same numbers as the numpy passes of _quantize and _product."""
+        m, n = xf.shape[0], self.out_features
+        isa, which, packed = self._packed_for(seven)
+        y = np.empty((m, n), F32)
+        _lowp_core.qlinear(isa, which, xf, packed, self._colsum, self.weight_scale, self.bias,
+                           self.activation == "relu", 127 if seven else 255, y)
+        return _activate(y, "gelu") if self.activation == "gelu" else y
+
+    def _packed_for(self, seven):
+        """(level index, kernel, packed weight bytes) of the active level's u8 x s8 kernels."""
+        isa_name = _runtime.get_isa()
+        forced = _tpp_lowp._forced["i8"]
+        key = (isa_name, seven, forced)
+        hit = self._fused.get(key)
+        if hit is None:
+            h = _gemm_handle(1, self.out_features, self.in_features, dtype=np.uint8,
+                             b_dtype=np.int8, beta=0.0, b_vnni=True, a_7bit=seven)
+            which = forced or (_tpp_lowp._U7 if seven and h.isa == "avx2" else 0)
+            packed = self._packed.get(h.isa)
+            if packed is None:
+                packed = self._packed[h.isa] = h.pack(self._vnni)
+            buf = packed.buffer((h._isa_idx, which, _lowp_core.U8), _lowp_core.U8)
+            hit = self._fused[key] = (h._isa_idx, which, buf)
+        return hit
 
     def _seven_bit(self):
         return _seven_bit_kernels() if self.reduce_range is None else bool(self.reduce_range)

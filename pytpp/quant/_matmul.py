@@ -93,21 +93,38 @@ def matmul_int8(a: ArrayLike, b: ArrayLike, *, a_zero_point: ArrayLike = 0,
         if not out.flags.writeable:
             raise ValueError(f"{_FN}: out is read-only")
     target = out if out is not None else np.empty((m, n), I32)
-    comp = None
-    with np.errstate(over="ignore"):
-        if za.ndim == 0 and (za != 0 or zb.ndim == 0 and zb != 0):
-            # a per-tensor zero point of a: -za * colsum(b) + k * za * zb, one value per column
-            colsum = _sums(b, 0)
-            comp = (-(za * colsum) + k * za * zb).astype(I32)
-            comp = np.ascontiguousarray(np.broadcast_to(comp, (n,)))
     # uint8 A within [0, 127] (data quantized with a reduced range) runs the 7-bit kernels
     a7 = (a.dtype == np.uint8 and b.dtype == np.int8 and a.size > 0
           and _runtime.get_isa() == "avx2" and int(a.max()) <= 127)
-    h = _brgemm_handle(m, n, k, dtype=a.dtype, b_dtype=b.dtype, beta=0.0, a_7bit=a7)
-    h(a[None], b[None], target, 1, comp=comp)
+    colsum = None
+    if 0 < m <= 3 and n and np.any(za != 0):
+        # few rows: b's column sums come from the same single pass over b (the small-m kernels
+        # read b once for up to 4 rows), as the product of one more row of ones
+        a1 = np.empty((m + 1, k), a.dtype)
+        a1[:m] = a
+        a1[m] = 1
+        full = np.empty((m + 1, n), I32)
+        h = _brgemm_handle(m + 1, n, k, dtype=a.dtype, b_dtype=b.dtype, beta=0.0, a_7bit=a7)
+        h(a1[None], b[None], full, 1)
+        target[...] = full[:m]
+        colsum = full[m].astype(np.int64)     # modulo 2**32, all that the int32 result needs
+        if za.ndim == 0:
+            with np.errstate(over="ignore"):
+                target += (-(za * colsum) + k * za * zb).astype(I32)
+    else:
+        comp = None
+        with np.errstate(over="ignore"):
+            if za.ndim == 0 and (za != 0 or zb.ndim == 0 and zb != 0):
+                # a per-tensor zero point of a: -za * colsum(b) + k * za * zb, one value per column
+                colsum = _sums(b, 0)
+                comp = (-(za * colsum) + k * za * zb).astype(I32)
+                comp = np.ascontiguousarray(np.broadcast_to(comp, (n,)))
+        h = _brgemm_handle(m, n, k, dtype=a.dtype, b_dtype=b.dtype, beta=0.0, a_7bit=a7)
+        h(a[None], b[None], target, 1, comp=comp)
     with np.errstate(over="ignore"):
         if za.ndim == 1:
-            colsum = _sums(b, 0)
+            if colsum is None:
+                colsum = _sums(b, 0)
             target -= np.multiply.outer(za, colsum - k * zb).astype(I32)
         if np.any(zb != 0):
             rowsum = _sums(a, 1)

@@ -272,6 +272,23 @@ class LowpKernel(_handles.Kernel):
             raise ValueError(f"{self._fn}: comp must be a C-contiguous int32 array of shape "
                              f"({self._n},)")
 
+    @property
+    def c_handle(self) -> "_lowp.LowpHandle":
+        """The handle for Cython code: ``cimport`` ``LowpHandle`` from ``pytpp._core._lowp``
+        (pytpp/_core/_lowp.pxd) and call its ``run(a, b, c, &batch, comp)`` or
+        ``run_packed(a, packed_b, c, comp)`` inside ``nogil`` on C-contiguous blocks of this
+        handle's types (B in its layout: (k, n), or VNNI with ``b_vnni=True``). No checks there:
+        the caller owns the bounds. With ``a_7bit=True`` A must hold values in [0, 127]."""
+        ch = self.__dict__.get("_c_handle")
+        if ch is None:
+            which = _U7 if self._a7 and self._isa == "avx2" else 0
+            cdt = _lowp.I32 if self._cdt == I32 else (_lowp.F32 if self._cdt == F32 else _lowp.BF16)
+            ch = _lowp.LowpHandle(self._isa_idx, which, self._m, self._n, self._k,
+                                  self._v if self._b_vnni else 1, _TYPE[self._dt],
+                                  _TYPE[self._bdt], cdt, bool(self._beta), self.descriptor)
+            self.__dict__["_c_handle"] = ch
+        return ch
+
     def pack(self, b: Array) -> LowpPackedB:
         """B (of the handle's B shape and an 8-bit / bf16 type) packed once for this handle's
         kernels: pass the result as B to a GEMM handle (``h(a, packed, c)``) to skip the

@@ -88,8 +88,9 @@ def test_bad_parameters_raise_before_computing():
 
 
 @pytest.mark.parametrize("adt,bdt", [(U8, I8), (I8, I8), (U8, U8), (I8, U8)])
-def test_matmul_int8_exact(isa, rng, adt, bdt):
-    m, k, n = 13, 67, 9
+@pytest.mark.parametrize("m,k,n", [(13, 67, 9), (1, 67, 9), (2, 301, 40), (3, 5, 17)])
+def test_matmul_int8_exact(isa, threads, rng, adt, bdt, m, k, n):
+    # m <= 3 with a zero point of a: b's column sums from a row of ones in the same product
     ia, ib = np.iinfo(adt), np.iinfo(bdt)
     a = rng.integers(ia.min, ia.max + 1, (m, k)).astype(adt)
     b = rng.integers(ib.min, ib.max + 1, (k, n)).astype(bdt)
@@ -101,6 +102,12 @@ def test_matmul_int8_exact(isa, rng, adt, bdt):
         np.testing.assert_array_equal(got, want.astype(np.int32))
     out = np.empty((m, n), np.int32)
     assert matmul_int8(a[:, ::1], np.asfortranarray(b), out=out) is out
+    # strided b, out given, and sums that wrap int32
+    big = np.full((m, 70001), ia.max, adt)
+    bb = np.full((70001, 2 * n), ib.min if ib.min else ib.max, bdt)[:, ::2]
+    za = int(ia.min) if ia.min else 1
+    want = ((big.astype(np.int64) - za) @ bb.astype(np.int64)).astype(np.int32)
+    np.testing.assert_array_equal(matmul_int8(big, bb, a_zero_point=za, out=out), want)
 
 
 def test_matmul_int8_bad_input():

@@ -160,7 +160,7 @@ int pytpp_dispatch_missing(int isa)
         const pytpp_i8_kernels *t = pytpp_i8_kernel_list[k].kt;
         missing += !t;
         if (!t || pytpp_i8_kernel_list[k].isa != isa) continue;
-        missing += !t->pack_a + !t->pack_b;
+        missing += !t->pack_a + !t->pack_b + !t->gemv;   /* gemv: the small-m kernel */
         for (int nv = 1; nv <= t->nv_main; ++nv)
             for (int mr = 1; mr <= t->mr_main; ++mr)
                 missing += !t->ukr[nv - 1][mr - 1][0] + !t->ukr[nv - 1][mr - 1][1];

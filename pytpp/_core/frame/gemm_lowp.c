@@ -11,7 +11,9 @@
 #include "pytpp/gemm_lowp.h"
 #include "pytpp/fpmode.h"
 
-#define LP_KC 256               /* k values per block (a multiple of 4: whole VNNI groups) */
+#define LP_KC 256               /* k values per block (a multiple of 4: whole VNNI groups), */
+#define LP_KC_BYTE 512          /* twice as many for 1-byte packed values: as many bytes, half the
+                                 * micro-kernel calls and passes over C */
 #define LP_B_BLOCK (192 * 1024) /* bytes of a packed B block: L2-resident */
 #define LP_MC_ROWS 96           /* rows of A packed at a time */
 
@@ -25,7 +27,7 @@ typedef struct lp_plan {
     int widened;                /* bf16 as fp32 panels, pairs swapped (kd counts k values) */
     int64_t psz;                /* bytes of one packed value */
     int64_t in_a, in_b;         /* bytes of one input element */
-    int64_t nc, mc;
+    int64_t kc, nc, mc;        /* k, columns and rows per block */
 } lp_plan;
 
 static int64_t round_up(int64_t x, int64_t r) { return (x + r - 1) / r * r; }
@@ -93,46 +95,51 @@ static const char *batch_ptr(const pytpp_batch *bt, const void *base, int64_t i,
 }
 
 /* Where block (k0, n0) of a pre-packed B starts: k blocks one after another, each the whole
- * width in NR-column panels of its padded depth (every block but the last is LP_KC deep). */
+ * width in NR-column panels of its padded depth (every block but the last is kc deep). */
 static int64_t packed_offset(const lp_plan *L, int64_t k0, int64_t kk, int64_t n0)
 {
     const int64_t npad = round_up(L->d->n, L->nr);
     return (k0 * npad + k_padded(L, kk) * n0) * L->psz;
 }
 
-/* One thread's part: rows of MR panels [p0, p1), C (4-byte elements) with row stride ldc. */
+/* One thread's part: rows of MR panels [p0, p1) and columns [j0, j1) (j0 a multiple of NR) of
+ * C (4-byte elements, row stride ldc). shared: the team splits rows and packs each B block
+ * together (barriers); else the thread owns its columns and packs its own B panels. */
 static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int64_t ldc,
-                   const pytpp_batch *bt, char *bbuf, char *abuf, int64_t p0, int64_t p1, int t,
-                   int nt)
+                   const pytpp_batch *bt, char *bbuf, char *abuf, int64_t p0, int64_t p1,
+                   int64_t j0, int64_t j1, int shared, int t, int nt)
 {
     const pytpp_lowp_desc *d = L->d;
-    const int64_t m = d->m, n = d->n, k = d->k, MR = L->mr, NR = L->nr, VL = L->vl;
+    const int64_t m = d->m, k = d->k, MR = L->mr, NR = L->nr, VL = L->vl;
     const pytpp_i8_kernels *i8 = L->ks->i8;
     const int ftz = i8 ? i8->ftz : L->pk->ftz;
     const unsigned fp_mode = ftz ? pytpp_ftz_enter() : 0;
+    const int sync = shared && nt > 1 && !d->b_packed;
+    const int q_first = shared ? t : 0, q_step = shared ? nt : 1;
     for (int64_t bi = 0; bi < bt->count; ++bi) {
         const char *ai = batch_ptr(bt, a, bi, 0, L->in_a);
         const char *bib = batch_ptr(bt, b, bi, 1, d->b_packed ? 1 : L->in_b);
-        for (int64_t k0 = 0; k0 < k; k0 += LP_KC) {
-            const int64_t kk = k - k0 < LP_KC ? k - k0 : LP_KC;
+        for (int64_t k0 = 0; k0 < k; k0 += L->kc) {
+            const int64_t kk = k - k0 < L->kc ? k - k0 : L->kc;
             const int64_t kp = k_padded(L, kk), kd = k_steps(L, kk);
             const int accumulate = d->accumulate || bi > 0 || k0 > 0;
+            const int finish = d->epilogue && bi == bt->count - 1 && k0 + kk >= k;
             const char *ak = ai + k0 * d->csa * L->in_a;
             const char *bk = d->b_packed ? bib : bib + (k0 / d->g) * d->rs_g * L->in_b;
-            for (int64_t n0 = 0; n0 < n; n0 += L->nc) {
-                const int64_t nn = n - n0 < L->nc ? n - n0 : L->nc;
+            for (int64_t n0 = j0; n0 < j1; n0 += L->nc) {
+                const int64_t nn = j1 - n0 < L->nc ? j1 - n0 : L->nc;
                 const int64_t npan = (nn + NR - 1) / NR, bpanel = kp * NR * L->psz;
                 char *bblk = bbuf;
                 if (d->b_packed) {
                     bblk = (char *)bk + packed_offset(L, k0, kk, n0);
                 } else {
-                    for (int64_t q = t; q < npan; q += nt) {
+                    for (int64_t q = q_first; q < npan; q += q_step) {
                         const int64_t cols = nn - q * NR < NR ? nn - q * NR : NR;
                         pack_b(L, bk + (n0 + q * NR) * d->cs * L->in_b, kk, cols,
                                bbuf + q * bpanel);
                     }
 #ifdef _OPENMP
-                    if (nt > 1) {
+                    if (sync) {
 #pragma omp barrier
                     }
 #endif
@@ -159,6 +166,9 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                         char *cq = c + (n0 + q * NR) * 4;
                         for (int64_t r = pc; r < pe; ++r) {
                             const int64_t rows = m - r * MR < MR ? m - r * MR : MR;
+                            if (accumulate && r + 1 < pe)   /* the next tile's C rows */
+                                for (int64_t i = (r + 1) * MR; i < (r + 2) * MR && i < m; ++i)
+                                    __builtin_prefetch(cq + i * ldc * 4, 1);
                             if (i8)
                                 i8->ukr[nv - 1][rows - 1][masked](
                                     kd, abuf + (r - pc) * apanel, kp, bblk + q * bpanel,
@@ -169,9 +179,12 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                                     cq + r * MR * ldc * 4, ldc, accumulate, tail);
                         }
                     }
+                    if (finish)     /* this block of rows x columns is done: still in L2 */
+                        d->epilogue(d->epi_ctx, c + (pc * MR * ldc + n0) * 4, ldc, pc * MR,
+                                    rows_all, n0, nn);
                 }
 #ifdef _OPENMP
-                if (nt > 1 && !d->b_packed) {
+                if (sync) {
 #pragma omp barrier
                 }
 #endif
@@ -179,6 +192,51 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
         }
     }
     if (ftz) pytpp_ftz_leave(fp_mode);
+}
+
+/* Whether the small-m kernel reads this call's B as it lies: 8-bit, m <= its rows, B plain
+ * rows with unit column stride or VNNI quads (pytpp_i8_gemv_fn). */
+static int lp_gemv_fits(const lp_plan *L)
+{
+    const pytpp_lowp_desc *d = L->d;
+    const pytpp_i8_kernels *i8 = L->ks->i8;
+    if (!i8 || !i8->gemv || d->b_packed || d->m > PYTPP_I8_GEMV_MR) return 0;
+    return (d->g == 1 && d->cs == 1) || (d->g == 4 && d->rs_e == 1 && d->cs == 4);
+}
+
+/* One thread's columns [j0, j1) of a small-m product on unpacked B: A packed once per k block
+ * (k padded to whole quads), B read once by the small-m kernel; the columns past the last
+ * whole vector go through a packed panel and the masked micro-kernel. */
+static void lp_run_gemv(const lp_plan *L, const void *a, const void *b, int32_t *c, int64_t ldc,
+                        const pytpp_batch *bt, char *bbuf, char *abuf, int64_t j0, int64_t j1)
+{
+    const pytpp_lowp_desc *d = L->d;
+    const pytpp_i8_kernels *i8 = L->ks->i8;
+    const int64_t m = d->m, k = d->k, VL = L->vl;
+    const int vnni = d->g == 4;
+    const int64_t full = (j1 - j0) / VL * VL, rest = (j1 - j0) - full;
+    for (int64_t bi = 0; bi < bt->count; ++bi) {
+        const char *ai = batch_ptr(bt, a, bi, 0, 1);
+        const char *bib = batch_ptr(bt, b, bi, 1, 1);
+        for (int64_t k0 = 0; k0 < k; k0 += L->kc) {
+            const int64_t kk = k - k0 < L->kc ? k - k0 : L->kc;
+            const int64_t lda = round_up(kk, 4);
+            const int accumulate = d->accumulate || bi > 0 || k0 > 0;
+            const char *bk = bib + (k0 / d->g) * d->rs_g;
+            i8->pack_a((const uint8_t *)(ai + k0 * d->csa), d->rsa, d->csa, m, kk, lda,
+                       d->a_type == PYTPP_LP_S8, abuf);
+            if (full)
+                i8->gemv(m, kk, abuf, lda, (const uint8_t *)bk + j0 * d->cs, d->rs_g, vnni,
+                         d->b_type == PYTPP_LP_S8, c + j0, ldc, full, accumulate);
+            if (rest) {
+                pack_b(L, bk + (j0 + full) * d->cs, kk, rest, bbuf);
+                i8->ukr[0][m - 1][1](k_steps(L, kk), abuf, lda, bbuf, c + j0 + full, ldc,
+                                     accumulate, rest);
+            }
+        }
+    }
+    if (d->epilogue && j1 > j0 && bt->count > 0)
+        d->epilogue(d->epi_ctx, c + j0, ldc, 0, m, j0, j1 - j0);
 }
 
 static void bf16_round_rows(const float *src, uint16_t *dst, int64_t m, int64_t n, int64_t ldc)
@@ -210,7 +268,8 @@ static int lp_plan_init(lp_plan *P, const pytpp_lowp_kernels *ks, const pytpp_lo
         L.vl = L.pk->vl;
         L.nr = L.pk->nv_main * L.vl;
     }
-    L.nc = LP_B_BLOCK / (LP_KC * L.psz) / L.nr * L.nr;
+    L.kc = L.psz == 1 ? LP_KC_BYTE : LP_KC;
+    L.nc = LP_B_BLOCK / (L.kc * L.psz) / L.nr * L.nr;
     if (L.nc < L.nr) L.nc = L.nr;
     L.mc = LP_MC_ROWS / L.mr * L.mr;
     if (L.mc < L.mr) L.mc = L.mr;
@@ -225,7 +284,7 @@ int64_t pytpp_lowp_packed_bytes(const pytpp_lowp_kernels *ks, int64_t k, int64_t
     if (!ks->i8) d.a_type = d.b_type = PYTPP_LP_BF16;
     lp_plan L;
     if (lp_plan_init(&L, ks, &d)) return -1;
-    const int64_t last = k % LP_KC ? k % LP_KC : LP_KC;
+    const int64_t last = k % L.kc ? k % L.kc : L.kc;
     return packed_offset(&L, k - last, last, round_up(n, L.nr));
 }
 
@@ -234,8 +293,8 @@ void pytpp_lowp_pack_b(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, c
 {
     lp_plan L;
     if (lp_plan_init(&L, ks, d)) return;
-    for (int64_t k0 = 0; k0 < d->k; k0 += LP_KC) {
-        const int64_t kk = d->k - k0 < LP_KC ? d->k - k0 : LP_KC;
+    for (int64_t k0 = 0; k0 < d->k; k0 += L.kc) {
+        const int64_t kk = d->k - k0 < L.kc ? d->k - k0 : L.kc;
         const char *bk = (const char *)b + (k0 / d->g) * d->rs_g * L.in_b;
         for (int64_t n0 = 0; n0 < d->n; n0 += L.nr) {
             const int64_t cols = d->n - n0 < L.nr ? d->n - n0 : L.nr;
@@ -271,30 +330,55 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
     if (d->k == 0 || batch->count == 0) {
         if (!d->accumulate)
             for (int64_t i = 0; i < m; ++i) memset(cw + i * ldc * 4, 0, (size_t)n * 4);
+        if (d->epilogue) d->epilogue(d->epi_ctx, cw, ldc, 0, m, 0, n);
     } else {
-        const int64_t kp = round_up(LP_KC < d->k ? LP_KC : d->k, 4);  /* >= any k_pad */
+        const int64_t kp = round_up(L.kc < d->k ? L.kc : d->k, 4);  /* >= any k_pad */
         const int64_t ncap = L.nc < round_up(n, L.nr) ? L.nc : round_up(n, L.nr);
         const size_t bbytes = (size_t)round_up(kp * ncap * L.psz, 64);
         const size_t abytes = (size_t)round_up(kp * L.mc * L.psz, 64);
-        const int64_t panels = (m + L.mr - 1) / L.mr;
+        const int64_t panels = (m + L.mr - 1) / L.mr, npan_n = (n + L.nr - 1) / L.nr;
+        const int gemv = lp_gemv_fits(&L);
         int nt = nthreads < 1 ? 1 : nthreads;
-        if (nt > panels) nt = (int)panels;
-        char *buf = (char *)aligned_alloc(64, bbytes + (size_t)nt * abytes);
+        /* few rows (a GEMV, a small batch of tokens): the threads split the columns instead,
+         * each packing its own B panels; not worth a team below ~1M products */
+        const int by_cols = gemv || panels < nt;
+        if (by_cols) {
+            const double work = (double)m * (double)n * (double)d->k * (double)batch->count;
+            if (nt > npan_n) nt = (int)npan_n;
+            if (work < 1e6) nt = 1;
+        } else if (nt > panels) {
+            nt = (int)panels;
+        }
+        const size_t per_thread = by_cols ? bbytes + abytes : abytes;
+        char *buf = (char *)aligned_alloc(64, (by_cols ? 0 : bbytes) + (size_t)nt * per_thread);
         if (!buf) {
             err = -1;
         } else if (nt == 1) {
-            lp_run(&L, a, b, cw, ldc, batch, buf, buf + bbytes, 0, panels, 0, 1);
+            if (gemv) lp_run_gemv(&L, a, b, (int32_t *)cw, ldc, batch, buf, buf + bbytes, 0, n);
+            else lp_run(&L, a, b, cw, ldc, batch, buf, buf + bbytes, 0, panels, 0, n, 1, 0, 1);
         } else {
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt)
             {
                 const int t = omp_get_thread_num(), team = omp_get_num_threads();
-                const int64_t p0 = panels * t / team, p1 = panels * (t + 1) / team;
-                lp_run(&L, a, b, cw, ldc, batch, buf, buf + bbytes + (size_t)t * abytes, p0, p1,
-                       t, team);
+                if (by_cols) {
+                    const int64_t j0 = L.nr * (npan_n * t / team);
+                    const int64_t j1e = L.nr * (npan_n * (t + 1) / team), j1 = j1e < n ? j1e : n;
+                    char *own = buf + (size_t)t * per_thread;
+                    if (gemv)
+                        lp_run_gemv(&L, a, b, (int32_t *)cw, ldc, batch, own, own + bbytes, j0,
+                                    j1);
+                    else if (j0 < j1)
+                        lp_run(&L, a, b, cw, ldc, batch, own, own + bbytes, 0, panels, j0, j1, 0,
+                               t, team);
+                } else {
+                    const int64_t p0 = panels * t / team, p1 = panels * (t + 1) / team;
+                    lp_run(&L, a, b, cw, ldc, batch, buf, buf + bbytes + (size_t)t * abytes, p0,
+                           p1, 0, n, 1, t, team);
+                }
             }
 #else
-            lp_run(&L, a, b, cw, ldc, batch, buf, buf + bbytes, 0, panels, 0, 1);
+            lp_run(&L, a, b, cw, ldc, batch, buf, buf + bbytes, 0, panels, 0, n, 1, 0, 1);
 #endif
         }
         free(buf);

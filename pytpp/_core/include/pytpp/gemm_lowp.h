@@ -29,6 +29,18 @@ enum pytpp_lowp_type {
 typedef void (*pytpp_i8_ukr_fn)(int64_t ks, const void *a, int64_t lda, const void *b,
                                 void *c, int64_t ldc, int accumulate, int64_t n_last);
 
+/* 8-bit small-m kernel on B as the caller laid it out (no packing): C[0:rows, 0:cols] (int32,
+ * rows <= PYTPP_I8_GEMV_MR, cols a multiple of the table's vl) = (accumulate ? C : 0) + A B
+ * over k [0, kk). A: rows of packed lanes as pack_a writes them with lda >= kk rounded up to 4
+ * (in packed values, zero-padded). B: vnni = 0 plain rows, element (p, j) at b[p*rs + j];
+ * vnni = 1 VNNI quads, element (p, j) at b[(p/4)*rs + 4*j + p%4] with whole quads present (k
+ * padded as vnni_pack pads it). b_signed: how 8-bit B values widen. B is read once, turned
+ * into the kernels' lanes in registers. */
+#define PYTPP_I8_GEMV_MR 4
+typedef void (*pytpp_i8_gemv_fn)(int64_t rows, int64_t kk, const void *a, int64_t lda,
+                                 const uint8_t *b, int64_t rs, int vnni, int b_signed,
+                                 int32_t *c, int64_t ldc, int64_t cols, int accumulate);
+
 /* A lane kernel table (gemm_lane.inc): the micro-kernels and the packers of their operands. */
 typedef struct pytpp_i8_kernels {
     const char *name;
@@ -46,12 +58,20 @@ typedef struct pytpp_i8_kernels {
                    int64_t lda, int sgn, void *dst);
     void (*pack_b)(const uint8_t *b, int g, int64_t rs_g, int64_t rs_e, int64_t cs, int64_t kk,
                    int64_t cols, int sgn, void *dst);
+    pytpp_i8_gemv_fn gemv;      /* small m on unpacked B (NULL: the family has none) */
 } pytpp_i8_kernels;
 
 extern const pytpp_i8_kernels pytpp_mm_i8_ref, pytpp_mm_i8_avx2, pytpp_mm_i8_avx512,
     pytpp_mm_i8_avx512_vnni, pytpp_mm_i8_avx2_u7;
 /* bf16 widened to fp32 on the lane template (AVX2): A read by rows, no A panels to form. */
 extern const pytpp_i8_kernels pytpp_mm_bf16w_avx2;
+
+/* Called once on every finished block of C (all k and batch summed, before comp is added):
+ * rows [i0, i0 + rows) x columns [j0, j0 + cols), c at its first element, row stride ldc (4-byte
+ * elements), while the block is in cache (L2). The blocks of a call are disjoint; threads call it
+ * on their own blocks. */
+typedef void (*pytpp_lowp_epilogue_fn)(const void *ctx, void *c, int64_t ldc, int64_t i0,
+                                       int64_t rows, int64_t j0, int64_t cols);
 
 typedef struct pytpp_lowp_desc {
     int64_t m, n, k;
@@ -63,6 +83,8 @@ typedef struct pytpp_lowp_desc {
     int accumulate;             /* beta = 1: C += ...; 0: C = ... (C not read) */
     int b_packed;               /* B_i are whole pre-packed buffers (pytpp_lowp_pack_b), found
                                  * by the batch in bytes; B layout fields unused */
+    pytpp_lowp_epilogue_fn epilogue;    /* NULL: none */
+    const void *epi_ctx;
 } pytpp_lowp_desc;
 
 /* The kernels of one call: a lane table (8-bit, or widened bf16), or a bf16 packed-panel table
@@ -86,6 +108,23 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
 int64_t pytpp_lowp_packed_bytes(const pytpp_lowp_kernels *ks, int64_t k, int64_t n);
 void pytpp_lowp_pack_b(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *b,
                        void *dst);
+
+/* A quantized dense layer's forward pass on float32 x (m x k, row stride ldx), dynamic
+ * per-tensor uint8 quantization of x onto [0, qmax] (qmax 255, or 127 for 7-bit kernels):
+ *   scale = (max(x, 0) - min(x, 0)) / qmax (1 when x is all 0), zp = round_half_even(-min(x, 0)
+ *   / scale) in [0, qmax]; q = clip(round_half_even(x * (float)(1/scale)) + zp, 0, qmax);
+ *   acc = q @ W (int32, exact: B pre-packed for ks by pytpp_lowp_pack_b, k x n) - zp * colsum;
+ *   y = (float)acc * (float)(scale * w_scale[j]) + bias[j] (bias may be NULL), then relu when
+ *   `relu`; y has row stride ldy. The int32 sums are kept in y's own memory and turned into y
+ *   block by block as the kernels finish them (the epilogue hook above).
+ * Scratch: q (m*k bytes). The arithmetic is numpy's float32 one, op by op
+ * (pytpp.quant.QuantizedLinear's reference). Returns 0, -1 (no memory), -2 (kernel/type),
+ * -3 if x holds NaN or inf (nothing computed). *scale_out / *zp_out receive the parameters. */
+int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, int64_t k,
+                       int64_t ldx, int qmax, const void *packed_b, int64_t n,
+                       const int64_t *colsum, const double *w_scale, const float *bias, int relu,
+                       float *y, int64_t ldy, uint8_t *q, int nthreads, double *scale_out,
+                       int *zp_out);
 
 #ifdef __cplusplus
 }

@@ -77,7 +77,55 @@ PYTPP_INLINE int64_t i8_quad_pairs(int16_t *out, int16_t *out1, const uint8_t *s
 #define I8_QUAD_PAIRS(out, out1, src, cols, sgn) i8_quad_pairs((out), (out1), (src), (cols), (sgn))
 #endif
 
+
+/* Small-m kernels on unpacked B (gemm_lane.inc I8_GV_*): 8 columns of 4 k values in lanes. */
+#if defined(PYTPP_I8_U7)
+/* raw quads: four plain rows byte-interleaved, or a VNNI quad row as it is */
+PYTPP_INLINE void i8_gv_plain(__m256i *out, const uint8_t *r0, const uint8_t *r1,
+                              const uint8_t *r2, const uint8_t *r3, int sgn)
+{
+    (void)sgn;
+    const __m128i r01 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)r0),
+                                          _mm_loadl_epi64((const __m128i *)r1));
+    const __m128i r23 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)r2),
+                                          _mm_loadl_epi64((const __m128i *)r3));
+    out[0] = _mm256_set_m128i(_mm_unpackhi_epi16(r01, r23), _mm_unpacklo_epi16(r01, r23));
+}
+#define I8_GV_QUAD(out, src, sgn) ((out)[0] = _mm256_loadu_si256((const __m256i *)(src)))
+#else
+/* int16 pairs: rows (0, 1) and (2, 3) interleaved and widened, or a quad row split in two */
+PYTPP_INLINE __m256i i8_gv_pair(const uint8_t *r0, const uint8_t *r1, int sgn)
+{
+    return i8_widen16(_mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)r0),
+                                        _mm_loadl_epi64((const __m128i *)r1)), sgn);
+}
+PYTPP_INLINE void i8_gv_plain(__m256i *out, const uint8_t *r0, const uint8_t *r1,
+                              const uint8_t *r2, const uint8_t *r3, int sgn)
+{
+    out[0] = i8_gv_pair(r0, r1, sgn);
+    out[1] = i8_gv_pair(r2, r3, sgn);
+}
+PYTPP_INLINE void i8_gv_quad(__m256i *out, const uint8_t *src, int sgn)
+{
+    const __m256i pairs = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                           0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    __m256i v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)src), pairs);
+    v = _mm256_permute4x64_epi64(v, 0xD8);
+    out[0] = i8_widen16(_mm256_castsi256_si128(v), sgn);
+    out[1] = i8_widen16(_mm256_extracti128_si256(v, 1), sgn);
+}
+#define I8_GV_QUAD(out, src, sgn) i8_gv_quad((out), (src), (sgn))
+#endif
+#define I8_GV_PLAIN(out, r0, r1, r2, r3, sgn) i8_gv_plain((out), (r0), (r1), (r2), (r3), (sgn))
+
+#if defined(PYTPP_I8_U7)
+/* 16 ymm: 5x2 accumulators + 2 B vectors + the broadcast + one product + the int16 ones (6
+ * rows would spill an accumulator to the stack at every k step). */
+#define I8_SHAPES(X) PYTPP_ROWS(5)(X, 1) PYTPP_ROWS(5)(X, 2)
+#define I8_MR_MAIN 5
+#else
 /* 16 ymm: 6x2 accumulators + 2 B vectors + the broadcast + one product. */
 #define I8_SHAPES(X) PYTPP_ROWS(6)(X, 1) PYTPP_ROWS(6)(X, 2)
 #define I8_MR_MAIN 6
+#endif
 #define I8_NV_MAIN 2

@@ -38,3 +38,53 @@ PYTPP_INLINE __m512i i8_bcast32(const uint8_t *p)
 #define I8_MR_MAIN 12
 #endif
 #define I8_NV_MAIN 2
+
+/* Small-m kernels on unpacked B (gemm_lane.inc I8_GV_*): 16 columns of 4 k values in lanes. */
+#if defined(PYTPP_I8_VNNI)
+/* raw quads: four plain rows byte-interleaved, or a VNNI quad row as it is */
+PYTPP_INLINE void i8_gv_plain(__m512i *out, const uint8_t *r0, const uint8_t *r1,
+                              const uint8_t *r2, const uint8_t *r3, int sgn)
+{
+    (void)sgn;
+    const __m128i x0 = _mm_loadu_si128((const __m128i *)r0), x1 = _mm_loadu_si128((const __m128i *)r1);
+    const __m128i x2 = _mm_loadu_si128((const __m128i *)r2), x3 = _mm_loadu_si128((const __m128i *)r3);
+    const __m128i lo01 = _mm_unpacklo_epi8(x0, x1), hi01 = _mm_unpackhi_epi8(x0, x1);
+    const __m128i lo23 = _mm_unpacklo_epi8(x2, x3), hi23 = _mm_unpackhi_epi8(x2, x3);
+    __m512i v = _mm512_castsi128_si512(_mm_unpacklo_epi16(lo01, lo23));
+    v = _mm512_inserti32x4(v, _mm_unpackhi_epi16(lo01, lo23), 1);
+    v = _mm512_inserti32x4(v, _mm_unpacklo_epi16(hi01, hi23), 2);
+    out[0] = _mm512_inserti32x4(v, _mm_unpackhi_epi16(hi01, hi23), 3);
+}
+#define I8_GV_QUAD(out, src, sgn) ((out)[0] = _mm512_loadu_si512((const void *)(src)))
+#else
+/* int16 pairs: rows (0, 1) and (2, 3) interleaved and widened, or a quad row split in two */
+PYTPP_INLINE __m512i i8_gv_widen(__m256i x, int sgn)
+{
+    return sgn ? _mm512_cvtepi8_epi16(x) : _mm512_cvtepu8_epi16(x);
+}
+PYTPP_INLINE __m512i i8_gv_pair(const uint8_t *r0, const uint8_t *r1, int sgn)
+{
+    const __m128i x0 = _mm_loadu_si128((const __m128i *)r0), x1 = _mm_loadu_si128((const __m128i *)r1);
+    return i8_gv_widen(_mm256_set_m128i(_mm_unpackhi_epi8(x0, x1), _mm_unpacklo_epi8(x0, x1)),
+                       sgn);
+}
+PYTPP_INLINE void i8_gv_plain(__m512i *out, const uint8_t *r0, const uint8_t *r1,
+                              const uint8_t *r2, const uint8_t *r3, int sgn)
+{
+    out[0] = i8_gv_pair(r0, r1, sgn);
+    out[1] = i8_gv_pair(r2, r3, sgn);
+}
+PYTPP_INLINE void i8_gv_quad(__m512i *out, const uint8_t *src, int sgn)
+{
+    /* per 128-bit lane (4 columns): [k pairs 0-1 | k pairs 2-3], then the halves gathered */
+    const __m512i pairs = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6,
+                                                               7, 10, 11, 14, 15));
+    const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m512i v = _mm512_permutexvar_epi64(
+        order, _mm512_shuffle_epi8(_mm512_loadu_si512((const void *)src), pairs));
+    out[0] = i8_gv_widen(_mm512_castsi512_si256(v), sgn);
+    out[1] = i8_gv_widen(_mm512_extracti64x4_epi64(v, 1), sgn);
+}
+#define I8_GV_QUAD(out, src, sgn) i8_gv_quad((out), (src), (sgn))
+#endif
+#define I8_GV_PLAIN(out, r0, r1, r2, r3, sgn) i8_gv_plain((out), (r0), (r1), (r2), (r3), (sgn))

@@ -33,3 +33,16 @@ PYTPP_INLINE int32_t i8_ref_dot(int32_t acc, int32_t a, int32_t b)
 #define I8_SHAPES(X) PYTPP_ROWS(4)(X, 1) PYTPP_ROWS(4)(X, 2) PYTPP_ROWS(4)(X, 3) PYTPP_ROWS(4)(X, 4)
 #define I8_MR_MAIN 4
 #define I8_NV_MAIN 4
+
+/* Small-m kernels on unpacked B (gemm_lane.inc I8_GV_*): one column's two int16 pairs. */
+PYTPP_INLINE int32_t i8_ref_pair(uint8_t x0, uint8_t x1, int sgn)
+{
+    const int16_t lo = sgn ? (int16_t)(int8_t)x0 : (int16_t)x0;
+    const int16_t hi = sgn ? (int16_t)(int8_t)x1 : (int16_t)x1;
+    return (int32_t)((uint32_t)(uint16_t)lo | ((uint32_t)(uint16_t)hi << 16));
+}
+#define I8_GV_PLAIN(out, r0, r1, r2, r3, sgn)                                                \
+    ((out)[0] = i8_ref_pair(*(r0), *(r1), (sgn)), (out)[1] = i8_ref_pair(*(r2), *(r3), (sgn)))
+#define I8_GV_QUAD(out, src, sgn)                                                            \
+    ((out)[0] = i8_ref_pair((src)[0], (src)[1], (sgn)),                                      \
+     (out)[1] = i8_ref_pair((src)[2], (src)[3], (sgn)))

@@ -1,0 +1,79 @@
+"""QuantizedLinear's one-call C forward pass (pytpp_lowp_qlinear) against its numpy passes
+(_dynamic_qparams, _quantize, _product): the same bits, since both do the same float32 operations
+in the same order and the int32 product is exact. Every ISA level, 1 and 2 threads, m = 0..4 and
+larger, odd sizes."""
+import numpy as np
+import pytest
+
+import pytpp
+from pytpp.quant import QuantizedLinear
+from pytpp.quant._linear import _dynamic_qparams
+
+
+def numpy_forward(layer, x):
+    """The layer's numpy path: per-tensor qparams, quantize, exact product, epilogue."""
+    seven = layer._seven_bit()
+    qmax = 127 if seven else 255
+    scale, zp = _dynamic_qparams(x, qmax) if x.size else (1.0, 0)
+    q = layer._quantize(x, scale, zp, qmax)
+    return layer._product(q, scale, zp, seven)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 7, 3), (2, 17, 33), (3, 63, 65), (4, 300, 129),
+                                   (1, 768, 301), (9, 129, 40), (33, 65, 17), (0, 5, 6)])
+@pytest.mark.parametrize("act,bias,rr", [(None, True, None), ("relu", False, False),
+                                         ("gelu", True, True), ("relu", True, None)])
+def test_fused_equals_numpy_passes(isa, threads, rng, m, k, n, act, bias, rr):
+    w = (rng.standard_normal((n, k)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32) if bias else None
+    layer = QuantizedLinear(w, b, activation=act, reduce_range=rr)
+    x = (rng.standard_normal((m, k)) * 3 + 0.5).astype(np.float32)
+    y = layer(x)
+    assert y.dtype == np.float32 and y.shape == (m, n)
+    np.testing.assert_array_equal(y, numpy_forward(layer, x))
+
+
+def test_fused_edge_values(isa, rng):
+    w = rng.standard_normal((19, 23)).astype(np.float32)
+    layer = QuantizedLinear(w)
+    for x in (np.zeros((3, 23), np.float32),                     # scale 1, zero point 0
+              np.full((2, 23), -2.5, np.float32),                # all negative: zp = qmax
+              np.full((1, 23), 1e30, np.float32),                # huge: the clip decides
+              np.linspace(-1, 1, 4 * 23, dtype=np.float32).reshape(4, 23)):  # exact halves
+        np.testing.assert_array_equal(layer(x), numpy_forward(layer, x))
+
+
+def test_fused_rejects_nan_and_inf(rng):
+    layer = QuantizedLinear(rng.standard_normal((5, 8)).astype(np.float32))
+    for bad in (np.nan, np.inf, -np.inf):
+        x = np.ones((2, 8), np.float32)
+        x[1, 3] = bad
+        with pytest.raises(ValueError, match="NaN or inf"):
+            layer(x)
+
+
+def test_views_and_float64_input(isa, rng):
+    w = rng.standard_normal((12, 20)).astype(np.float32)
+    layer = QuantizedLinear(w, rng.standard_normal(12))
+    x = rng.standard_normal((6, 40)).astype(np.float32)
+    for view in (x[:, ::2], x[::2, :20], np.asfortranarray(x[:, :20])):
+        np.testing.assert_array_equal(layer(view), numpy_forward(layer, np.array(view)))
+    x64 = rng.standard_normal((3, 20))
+    np.testing.assert_array_equal(layer(x64), numpy_forward(layer, x64.astype(np.float32)))
+
+
+def test_threads_agree(rng):
+    w = (rng.standard_normal((3072, 768)) * 0.05).astype(np.float32)
+    layer = QuantizedLinear(w, rng.standard_normal(3072))
+    old = pytpp.get_num_threads()
+    try:
+        for m in (1, 4, 32, 200):          # 200 x 3072: the passes over x, y split too
+            x = rng.standard_normal((m, 768)).astype(np.float32)
+            outs = []
+            for t in (1, 2):
+                pytpp.set_num_threads(t)
+                outs.append(layer(x))
+            np.testing.assert_array_equal(outs[0], outs[1])
+            np.testing.assert_array_equal(outs[0], numpy_forward(layer, x))
+    finally:
+        pytpp.set_num_threads(old)
