@@ -1,6 +1,7 @@
 """Quantized inference: exact u8 x s8 GEMM and quantized (dynamic) linear layers against
-torch._int_mm, torch's dynamically quantized Linear, onnxruntime MatMulInteger (when
-installed), numpy and pytpp's float32 kernels (ref)."""
+torch._int_mm, torch's dynamically quantized Linear, onnxruntime (when installed: MatMulInteger,
+and the dynamically quantized linear graph DynamicQuantizeLinear + MatMulInteger + dequantize),
+numpy and pytpp's float32 kernels (ref)."""
 import numpy as np
 
 import pytpp
@@ -24,6 +25,38 @@ def _onnx_matmul_integer():
          helper.make_tensor_value_info("B", TensorProto.INT8, ["k", "n"]),
          helper.make_tensor_value_info("za", TensorProto.UINT8, [])],
         [helper.make_tensor_value_info("Y", TensorProto.INT32, ["m", "n"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = pytpp.get_num_threads()
+    return ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+
+
+def _onnx_dynamic_linear(w, scale, bias):
+    """An onnxruntime session of the dynamically quantized linear layer onnxruntime's
+    quantize_dynamic makes of a MatMul (DynamicQuantizeLinear, MatMulInteger on int8 weights with
+    per-output-channel scales as constants, the dequantizing Mul, the bias Add; the session's
+    graph optimisations fuse what they can), or None."""
+    try:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        return None
+    wq = np.clip(np.rint(w / scale[:, None]), -128, 127).astype(np.int8).T.copy()   # (k, n)
+    inits = [numpy_helper.from_array(wq, "Wq"),
+             numpy_helper.from_array(np.zeros(wq.shape[1], np.int8), "wz"),
+             numpy_helper.from_array(scale.astype(np.float32), "ws"),
+             numpy_helper.from_array(bias.astype(np.float32), "bias")]
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["X"], ["xq", "xs", "xz"]),
+             helper.make_node("MatMulInteger", ["xq", "Wq", "xz", "wz"], ["acc"]),
+             helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["xs", "ws"], ["s"]),
+             helper.make_node("Mul", ["accf", "s"], ["yf"]),
+             helper.make_node("Add", ["yf", "bias"], ["Y"])]
+    graph = helper.make_graph(
+        nodes, "dynamic_linear",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["m", wq.shape[0]])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["m", wq.shape[1]])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = pytpp.get_num_threads()
@@ -87,6 +120,10 @@ def _linear(h, m, k, n, threads):
             pass
         tw, tb, tx = torch.from_numpy(w), torch.from_numpy(bias), torch.from_numpy(x)
         impls.append(("torch fp32 linear", lambda: torch.nn.functional.linear(tx, tw, tb)))
+    sess = _onnx_dynamic_linear(w, layer.weight_scale, bias)
+    if sess is not None:
+        feeds = {"X": x}
+        impls.append(("onnxruntime dyn", lambda: sess.run(None, feeds)))
     h.compare(case, threads, 2.0 * m * k * n, "GOP/s", "int8", impls,
               nbytes=x.nbytes + w.nbytes // 4 + out.nbytes)
 
