@@ -7,9 +7,12 @@
 
 /* Output channels per task (a multiple of the panel width nr): four AVX2 register blocks. */
 #define CONV_BK 64
-/* Bytes of the weight panel one register block's columns sweep per channel block: it stays in
- * L1 (32 KiB on Zen 3) while the block's rows pass (bc = 32 channels for a 3x3 kernel). */
-#define CONV_PANEL_BYTES (20 * 1024)
+/* Bytes of the weight panel one register block's columns sweep per channel block (bc = 85
+ * channels for a 3x3 kernel: C = 64 takes one block, its taps folded into k). Sized for L2, not
+ * L1: fewer channel blocks mean fewer passes over the C tile and longer k runs, which beat an
+ * L1-resident panel (interleaved in one process on Zen 3, 1 thread, N = 8 3x3 layers: 20 KiB
+ * 61-75 GFLOP/s, 48 KiB 62-82 GFLOP/s by median; C512 7x7 N = 1 49 -> 54). */
+#define CONV_PANEL_BYTES (48 * 1024)
 /* Tile rows (output pixels) a task aims at: enough rows for the register blocks to amortise the
  * weight panel loads, few enough for the tile to stay in L1/L2. */
 #define CONV_TILE_ROWS 56
