@@ -1,4 +1,10 @@
 """Shared fixtures: every kernel test runs at every ISA level this machine has."""
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -32,3 +38,39 @@ def gemm_tolerance(dtype, k, a, b):
     eps = np.finfo(dtype).eps
     mag = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64) if a.ndim == 2 else None
     return 2 * max(k, 1) * eps, mag
+
+
+_USER_SETUP = textwrap.dedent('''
+    import numpy, pytpp
+    from setuptools import setup, Extension
+    from Cython.Build import cythonize
+    ext = Extension("{name}", ["{name}.pyx"],
+                    include_dirs=[pytpp.get_include(), numpy.get_include()])
+    setup(ext_modules=cythonize([ext], quiet=True), script_args=["build_ext", "--inplace", "-q"])
+''')
+
+
+@pytest.fixture(scope="session")
+def cython_user_module(tmp_path_factory):
+    """build(name, pyx): a third-party Cython extension compiled from `pyx` against this pytpp
+    (its .pxd files and get_include()) and imported: a user's module calling pytpp's C API."""
+    pytest.importorskip("Cython")
+
+    def build(name, pyx):
+        d = tmp_path_factory.mktemp(name)
+        (d / f"{name}.pyx").write_text(pyx)
+        (d / "setup.py").write_text(_USER_SETUP.format(name=name))
+        # the build must find pytpp (and its .pxd files) where the tests imported it from
+        root = os.path.dirname(os.path.dirname(os.path.abspath(pytpp.__file__)))
+        env = dict(os.environ,
+                   PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+        r = subprocess.run([sys.executable, "setup.py"], cwd=d, capture_output=True, text=True,
+                           env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        (path,) = d.glob(f"{name}*.so")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return build

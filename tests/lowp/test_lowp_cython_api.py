@@ -2,9 +2,6 @@
 pytpp/_core/_lowp.pxd) and calls it inside nogil, as tests/tpp/test_cython_api.py does for the
 float handles: 8-bit (exact against int64) and bf16 (bit-equal to the Python handle), stride and
 offset batches, and a pre-packed B with the zero-point compensation."""
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -69,32 +66,9 @@ PYX = textwrap.dedent('''
         return err
 ''')
 
-SETUP = textwrap.dedent('''
-    import numpy, pytpp
-    from setuptools import setup, Extension
-    from Cython.Build import cythonize
-    ext = Extension("user_lowp", ["user_lowp.pyx"],
-                    include_dirs=[pytpp.get_include(), numpy.get_include()])
-    setup(ext_modules=cythonize([ext], quiet=True), script_args=["build_ext", "--inplace", "-q"])
-''')
-
-
 @pytest.fixture(scope="module")
-def user_module(tmp_path_factory):
-    pytest.importorskip("Cython")
-    d = tmp_path_factory.mktemp("cython_lowp_user")
-    (d / "user_lowp.pyx").write_text(PYX)
-    (d / "setup.py").write_text(SETUP)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(pytpp.__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
-    r = subprocess.run([sys.executable, "setup.py"], cwd=d, capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
-    sys.path.insert(0, str(d))
-    try:
-        import user_lowp
-        yield user_lowp
-    finally:
-        sys.path.remove(str(d))
+def user_module(cython_user_module):
+    return cython_user_module("user_lowp", PYX)
 
 
 def ints(rng, shape, dtype):

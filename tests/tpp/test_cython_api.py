@@ -1,8 +1,5 @@
 """A third-party Cython module cimports a pytpp kernel handle and calls it inside nogil
 (the CP2K/EDGE use case: the user's own prange loop around pytpp kernels)."""
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -31,33 +28,9 @@ PYX = textwrap.dedent('''
         return err
 ''')
 
-SETUP = textwrap.dedent('''
-    import numpy, pytpp
-    from setuptools import setup, Extension
-    from Cython.Build import cythonize
-    ext = Extension("user_kernels", ["user_kernels.pyx"],
-                    include_dirs=[pytpp.get_include(), numpy.get_include()])
-    setup(ext_modules=cythonize([ext], quiet=True), script_args=["build_ext", "--inplace", "-q"])
-''')
-
-
 @pytest.fixture(scope="module")
-def user_module(tmp_path_factory):
-    pytest.importorskip("Cython")
-    d = tmp_path_factory.mktemp("cython_user")
-    (d / "user_kernels.pyx").write_text(PYX)
-    (d / "setup.py").write_text(SETUP)
-    # the build must find pytpp (and its .pxd files) where this test imported it from
-    root = os.path.dirname(os.path.dirname(os.path.abspath(pytpp.__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
-    r = subprocess.run([sys.executable, "setup.py"], cwd=d, capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
-    sys.path.insert(0, str(d))
-    try:
-        import user_kernels
-        yield user_kernels
-    finally:
-        sys.path.remove(str(d))
+def user_module(cython_user_module):
+    return cython_user_module("user_kernels", PYX)
 
 
 def test_cimported_kernel_runs_in_nogil(user_module, rng):
