@@ -105,8 +105,9 @@ def matmul(a, b):
     slab = k * (max(a.chunksize[-2], 1) * a.dtype.itemsize + max(b.chunksize[-1], 1) * b.dtype.itemsize)
     if slab <= SLAB_BYTES:
         out_ind = tuple(range(nd - 1)) + (nd,)
+        # the k blocks arrive as lists: dask's concatenation would copy even a single block
         out = da.blockwise(_blocks.matmul_slab, out_ind, a, lhs_ind, b, rhs_ind, dtype=dtype,
-                           concatenate=True)
+                           concatenate=False)
     else:
         out_ind = tuple(range(nd + 1))
         out = da.blockwise(_blocks.matmul_partial, out_ind, a, lhs_ind, b, rhs_ind,

@@ -31,10 +31,19 @@ def matmul_partial(a, b):
     return pytpp.matmul(a, b)[..., np.newaxis, :]
 
 
+def _k_slab(blocks, axis):
+    """The k slab of one operand from its blocks along k (a list, as blockwise passes them
+    without concatenating): the block itself when k is one chunk, no copy."""
+    if not isinstance(blocks, list):
+        return blocks
+    return blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=axis)
+
+
 def matmul_slab(a, b):
-    """A whole output block from the full k slabs of a and b: one GEMM, no partial products."""
+    """A whole output block from the full k slabs of a and b (lists of their k blocks): one GEMM,
+    no partial products."""
     worker_threads()
-    return pytpp.matmul(a, b)
+    return pytpp.matmul(_k_slab(a, -1), _k_slab(b, -2))
 
 
 def sum_blocks(blocks, axis=None, keepdims=False):
