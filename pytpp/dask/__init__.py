@@ -154,5 +154,5 @@ def brgemm(a, b):
     b = b.rechunk({0: a.chunks[0], 1: -1, 2: -1})
     dtype = _result_dtype(a, b)
     parts = da.blockwise(_blocks.brgemm_partial, "bmn", a, "bmk", b, "bkn",
-                         adjust_chunks={"b": 1}, dtype=dtype, concatenate=True)
+                         adjust_chunks={"b": 1}, dtype=dtype, concatenate=False)
     return _tree_sum(parts, axis=0)

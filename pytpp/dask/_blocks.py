@@ -57,9 +57,10 @@ def sum_blocks(blocks, axis=None, keepdims=False):
 
 
 def brgemm_partial(a, b):
-    """sum_i a[i] @ b[i] of one batch chunk, with a leading length-1 axis for the tree sum."""
+    """sum_i a[i] @ b[i] of one batch chunk (k blocks as lists, as matmul_slab's), with a
+    leading length-1 axis for the tree sum."""
     worker_threads()
-    return pytpp.brgemm(a, b)[np.newaxis]
+    return pytpp.brgemm(_k_slab(a, -1), _k_slab(b, -2))[np.newaxis]
 
 
 def elementwise(*arrays, op, **kwargs):
