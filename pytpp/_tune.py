@@ -4,7 +4,8 @@ body call touches, run through LRU caches of L2 and the thread's share of L3; a 
 larger of its FMAs at peak and its L2 traffic, plus the slices it waits for from L3 or memory), the top classes timed, the
 best persisted per (CPU, shape, dtype, threads) in the user cache directory.
 
-``python -m pytpp tune gemm M N K`` shows the ranking with a progress bar.
+``python -m pytpp tune gemm M N K`` shows the ranking with a progress bar; ``--exhaustive``
+also times every candidate and sets the tuned string beside the fastest (001 V-A3).
 """
 from __future__ import annotations
 
@@ -196,6 +197,41 @@ def tune_gemm(m, n, k, dtype=np.float32, threads=None, top=5, progress=True, out
     return result
 
 
+def exhaustive_check(m, n, k, dtype=np.float32, threads=None, top=5, reps=2, progress=True,
+                     out=None):
+    """The check of 001 V-A3 on this machine: every candidate timed (best of `reps` runs), set
+    beside the model's choice. Returns {"exhaustive_best", "exhaustive_s", "tuned", "tuned_s",
+    "ratio" (tuned / exhaustive best), "in_top_classes" (the exhaustive best lies in one of the
+    model's `top` classes), "seconds" (tuning time)}. Nothing is persisted."""
+    threads = threads or _threads()
+    out = out if out is not None else sys.stderr
+    t0 = time.perf_counter()
+    r = tune_gemm(m, n, k, dtype, threads, top=top, progress=False, persist=False)
+    tuning_s = time.perf_counter() - t0
+    import pytpp
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    c = np.empty((m, n), dtype)
+    timed = {}
+    strings = [row[0] for row in r["ranking"]]
+    t0 = time.perf_counter()
+    for i, s in enumerate(strings):
+        pytpp.matmul(a, b, out=c, loops=s)
+        timed[s] = min(_time_once(lambda: pytpp.matmul(a, b, out=c, loops=s))
+                       for _ in range(reps))
+        if progress:
+            _bar(out, "all  ", i + 1, len(strings), t0)
+    best = min(timed, key=timed.get)
+    # the tuned string timed again in the same sitting as the others
+    tuned_s = min(_time_once(lambda: pytpp.matmul(a, b, out=c, loops=r["best"]))
+                  for _ in range(reps))
+    return {"exhaustive_best": best, "exhaustive_s": timed[best], "tuned": r["best"],
+            "tuned_s": min(tuned_s, timed[r["best"]]),
+            "ratio": min(tuned_s, timed[r["best"]]) / timed[best],
+            "in_top_classes": any(best in cl for cl in r["classes"]), "seconds": tuning_s}
+
+
 def _time_once(fn):
     t0 = time.perf_counter()
     fn()
@@ -215,7 +251,7 @@ def _bar(out, what, i, total, t0):
 
 
 def main(argv):
-    """``python -m pytpp tune gemm M N K [--dtype float32] [--top 5]``"""
+    """``python -m pytpp tune gemm M N K [--dtype float32] [--top 5] [--exhaustive]``"""
     import argparse
     p = argparse.ArgumentParser(prog="python -m pytpp tune")
     p.add_argument("kernel", choices=["gemm"])
@@ -224,8 +260,20 @@ def main(argv):
     p.add_argument("k", type=int)
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--top", type=int, default=5)
+    p.add_argument("--exhaustive", action="store_true",
+                   help="also time every candidate and compare the tuned string with the best")
     args = p.parse_args(argv)
     import pytpp
+    if args.exhaustive:
+        e = exhaustive_check(args.m, args.n, args.k, np.dtype(args.dtype), top=args.top)
+        flops = 2.0 * args.m * args.n * args.k
+        print(f"gemm {args.m}x{args.n}x{args.k} {args.dtype}, {_threads()} threads, ISA "
+              f"{pytpp.get_isa()}: tuned {e['tuned']!r} {flops / e['tuned_s'] / 1e9:.1f} GFLOP/s "
+              f"in {e['seconds']:.1f} s; exhaustive best {e['exhaustive_best']!r} "
+              f"{flops / e['exhaustive_s'] / 1e9:.1f} GFLOP/s; tuned / best time "
+              f"{e['ratio']:.3f}; best in the model's top-{args.top} classes: "
+              f"{e['in_top_classes']}")
+        return 0
     t0 = time.perf_counter()
     r = tune_gemm(args.m, args.n, args.k, np.dtype(args.dtype), top=args.top)
     flops = 2.0 * args.m * args.n * args.k

@@ -47,3 +47,16 @@ def test_cli(tmp_path, monkeypatch, capsys):
     assert "best:" in out.out and "model" in out.err
     with pytest.raises(SystemExit):
         main(["tune", "conv", "1", "2", "3"])
+
+
+def test_exhaustive_check_sets_the_tuned_string_beside_the_fastest(tmp_path, monkeypatch):
+    """Every candidate is timed: the fastest is a candidate, the tuned string's time is no better
+    than the fastest's in the same sitting (ratio >= 1 up to timer noise), nothing persisted."""
+    monkeypatch.setenv("PYTPP_TUNE_CACHE", str(tmp_path / "tune.json"))
+    from pytpp import _tune
+    e = _tune.exhaustive_check(64, 48, 32, np.float32, threads=1, top=3, reps=1, progress=False)
+    assert e["exhaustive_best"] in _tune.candidates()
+    assert e["tuned"] in _tune.candidates()
+    assert e["ratio"] >= 0.5 and e["exhaustive_s"] > 0
+    assert isinstance(e["in_top_classes"], bool)
+    assert not (tmp_path / "tune.json").exists()
