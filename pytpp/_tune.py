@@ -147,10 +147,13 @@ def model(spec, m, n, k, dtype=np.float32, threads=1, caches=(32 << 10, 512 << 1
 
 
 def tune_gemm(m, n, k, dtype=np.float32, threads=None, top=5, progress=True, out=None,
-              persist=True, max_candidates=None):
+              persist=True, max_candidates=None, min_timed=12):
     """Rank every candidate string by the model, time the best of each of the `top` model
-    classes (a class: candidates whose prediction agrees within 2%), persist the fastest.
-    Returns {"best", "ranking": [(string, predicted s, measured s or None)], "classes"}."""
+    classes (a class: candidates whose prediction agrees within 2%) and, while fewer than
+    `min_timed` distinct loop nests are timed, the next candidates in model order; persist the
+    fastest. On one thread strings that differ only in case (which loops are parallel) are one
+    nest, timed once. Returns {"best", "ranking": [(string, predicted s, measured s or None)],
+    "classes"}."""
     threads = threads or _threads()
     out = out if out is not None else sys.stderr
     cands = candidates()
@@ -175,12 +178,16 @@ def tune_gemm(m, n, k, dtype=np.float32, threads=None, top=5, progress=True, out
     c = np.empty((m, n), dtype)
     import pytpp
     timed = {}
-    picks = [cl[0] for cl in classes[:top]]
-    # fewer classes than `top` (the model cannot tell them apart): the next members are timed
-    for cl in classes:
-        for member in cl[1:]:
-            if len(picks) < top:
-                picks.append(member)
+    def nest(s):   # one thread runs every loop serially: the case of a letter is moot
+        return s.lower() if threads == 1 else s
+
+    picks, seen = [], set()
+    # the first of each of the `top` classes, then further candidates in model order (the
+    # model's classes can be wide: for 2048^3 on Zen 3, 164 of 280 strings share the first)
+    for p, s in [cl[0] for cl in classes[:top]] + preds:
+        if nest(s) not in seen and (len(picks) < top or len(seen) < min_timed):
+            picks.append((p, s))
+            seen.add(nest(s))
     t0 = time.perf_counter()
     for i, (p, s) in enumerate(picks):
         pytpp.matmul(a, b, out=c, loops=s)
@@ -223,12 +230,15 @@ def exhaustive_check(m, n, k, dtype=np.float32, threads=None, top=5, reps=2, pro
         if progress:
             _bar(out, "all  ", i + 1, len(strings), t0)
     best = min(timed, key=timed.get)
-    # the tuned string timed again in the same sitting as the others
-    tuned_s = min(_time_once(lambda: pytpp.matmul(a, b, out=c, loops=r["best"]))
-                  for _ in range(reps))
-    return {"exhaustive_best": best, "exhaustive_s": timed[best], "tuned": r["best"],
-            "tuned_s": min(tuned_s, timed[r["best"]]),
-            "ratio": min(tuned_s, timed[r["best"]]) / timed[best],
+    # the fastest of many noisy timings is biased low: the two finalists are timed again in
+    # turn, and their ratio taken from those runs alone
+    final = {best: [], r["best"]: []}
+    for _ in range(5 * reps):
+        for s in final:
+            final[s].append(_time_once(lambda: pytpp.matmul(a, b, out=c, loops=s)))
+    best_s, tuned_s = min(final[best]), min(final[r["best"]])
+    return {"exhaustive_best": best, "exhaustive_s": best_s, "tuned": r["best"],
+            "tuned_s": tuned_s, "ratio": tuned_s / best_s,
             "in_top_classes": any(best in cl for cl in r["classes"]), "seconds": tuning_s}
 
 

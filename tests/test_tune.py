@@ -28,10 +28,12 @@ def test_model_prefers_locality():
 def test_tune_persists_and_reuses(tmp_path, monkeypatch, capsys):
     path = tmp_path / "t.json"
     monkeypatch.setenv("PYTPP_TUNE_CACHE", str(path))
-    r = _tune.tune_gemm(96, 80, 130, np.float32, threads=1, top=3, max_candidates=12)
+    r = _tune.tune_gemm(96, 80, 130, np.float32, threads=1, top=3, max_candidates=12,
+                        min_timed=3)
     assert r["best"] in [s for s, _, _ in r["ranking"]]
     timed = [s for s, _, t in r["ranking"] if t is not None]
     assert len(timed) == 3 and r["best"] in timed
+    assert len({s.lower() for s in timed}) == 3     # one thread: one timing per loop nest
     data = json.loads(path.read_text())
     assert len(data) == 1 and next(iter(data.values()))["best"] == r["best"]
     assert _tune.tuned(96, 80, 130, np.float32, threads=1) == r["best"]
