@@ -82,7 +82,8 @@ int pytpp_norm_forward(const pytpp_norm_kernels *kt, const pytpp_ew_kernels *ew,
     const int xe = STORAGE_ESZ[x_dt], ye = STORAGE_ESZ[y_dt];
     const int direct = direct_flags(kt, x_dt, y_dt), converted = direct < 0;
     /* outputs that would push the inputs of whatever runs next out of the caches */
-    const int flags = direct < 0 ? 0 : direct | (m * n * ye >= PYTPP_EW_STREAM_MIN_BYTES ? PYTPP_NORM_STREAM : 0);
+    const int stream = m * n * ye >= PYTPP_EW_STREAM_MIN_BYTES ? PYTPP_NORM_STREAM : 0;
+    const int flags = converted ? 0 : direct | stream;
     char *bufs = NULL;
     if (converted && !(bufs = malloc((size_t)nt * 2 * (size_t)n * esz))) return -1;
 #pragma omp parallel num_threads(nt) if (nt > 1)

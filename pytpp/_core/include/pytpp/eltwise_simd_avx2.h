@@ -110,7 +110,8 @@ static inline __m256 ew_exp2i_avx2(__m256 p, __m256 n)
 }
 #define V_EXP2I(p, n) ew_exp2i_avx2((p), (n))
 #define V_BF16_LOAD(p) _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16)
-#define V_BF16_PACK(i) _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32((i), (i)), 0x08))
+#define V_BF16_PACK(i) \
+    _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32((i), (i)), 0x08))
 #define V_BF16_STORE(p, i) _mm_storeu_si128((__m128i *)(p), V_BF16_PACK(i))
 #define V_BF16_STREAM(p, i) _mm_stream_si128((__m128i *)(p), V_BF16_PACK(i))
 #define V_ISNAN(v) _mm256_cmp_ps((v), (v), _CMP_UNORD_Q)
