@@ -19,9 +19,6 @@
 /* Rows longer than this (conv1d) are split into blocks of 4 * CONV_TILE_ROWS pixels. */
 #define CONV_LONG_ROW 1024
 
-static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
-static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 void pytpp_conv_blocking(const pytpp_gemm_kernels *gk, int64_t kg, int64_t *nr, int64_t *bk)
 {

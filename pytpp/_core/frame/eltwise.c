@@ -15,7 +15,6 @@
 
 static const int64_t ESZ[PYTPP_EW_NDT] = {8, 4, 2};
 
-static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 static inline int is_scalar(const pytpp_ew_operand *o)
 {

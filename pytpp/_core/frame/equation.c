@@ -22,8 +22,6 @@
 /* columns of a strategy-2 part: whole chunks of the fused kernel (and of 64-byte lines) */
 #define EQN_COL_UNIT 256
 
-static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 
 const pytpp_eqn_kernels *pytpp_eqn_table(int isa, int dt)
 {

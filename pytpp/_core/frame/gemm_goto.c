@@ -41,9 +41,6 @@ typedef struct eng {
 } eng;
 
 static size_t dtype_size(int dtype) { return dtype == PYTPP_F64 ? 8 : dtype == PYTPP_F32 ? 4 : 2; }
-static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
-static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static inline int64_t rup(int64_t a, int64_t b) { return cdiv(a, b) * b; }
 
 void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci, int dtype,

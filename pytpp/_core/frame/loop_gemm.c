@@ -4,8 +4,8 @@
 #include "pytpp/loops.h"
 #include "pytpp/loop_gemm.h"
 #include "pytpp/ew_tile.h"
+#include "pytpp/partition.h"
 
-static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ind = (K block, M block, N block): C[im][in] (+)= sum over k_step K blocks of A_blk @ B_blk */
 static void gemm_body(const int64_t *ind, void *ctx, int tid)

@@ -7,6 +7,7 @@
 #include "pytpp/loops.h"
 #ifdef _OPENMP
 #include <omp.h>
+#include "pytpp/partition.h"
 #endif
 
 typedef struct walk {
@@ -23,7 +24,6 @@ typedef struct walk {
     int err;
 } walk;
 
-static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 static inline void level_range(const walk *w, int k, int64_t *lo, int64_t *hi)
 {

@@ -8,9 +8,8 @@
 #include "pytpp/gemm_goto.h"
 #include "pytpp/gemm_pk_shapes.h"
 #include "pytpp/pack.h"
+#include "pytpp/partition.h"
 
-static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static inline int64_t rup(int64_t a, int64_t b) { return cdiv(a, b) * b; }
 
 /* B is packed row by row within a column window (nc columns of a long row): each row is a new

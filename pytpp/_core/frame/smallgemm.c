@@ -24,7 +24,6 @@
 /* Scratch up to this size lives on the stack of pytpp_smm_run1. */
 #define SMM_STACK_SCRATCH 16384
 
-static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* ---------------------------------------------------------------------------------------------
  * Planning */

@@ -16,9 +16,6 @@
 /* Independent accumulators that hide the FMA latency (Zen 3: 2 FMA units x 4 cycles). */
 #define YC_ACCUMULATORS 8
 
-static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
-static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 typedef struct yc_plan {
     const pytpp_gemm_kernels *gk;

@@ -6,6 +6,11 @@
 #include <omp.h>
 #endif
 
+/* Integer helpers of the loop drivers (frame/ only: kernels do not include this header). */
+static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 /* Start and length of part `i` when `total` is split into `parts` near-equal parts. */
 static inline void pytpp_split(int64_t total, int64_t parts, int64_t i, int64_t *start,
                                int64_t *len)
