@@ -152,6 +152,35 @@ def test_conv2d_resnet_like_shapes(isa, rng, C, H, K, R, stride, pad, fmt):
         assert_within(from_fmt(y, fmt), ref, absref, C * R * R, EPS[np.dtype(np.float32)])
 
 
+POINTWISE = [  # (N, C, H, K, stride): the 1x1 layers' three NHWC routes (row sweeps on the
+    # packed weight, the same on a subsampled copy when pixels lie 4 KiB apart, one GEMM when K > 2C
+    # over more than 512 pixels) and the NCHW GEMM
+    (1, 7, 9, 5, 1), (2, 24, 13, 40, 1), (1, 520, 6, 33, 2), (2, 600, 7, 17, 3),
+    (3, 16, 15, 40, 1), (1, 5, 31, 21, 2), (2, 9, 17, 9, 2)]
+
+
+@pytest.mark.parametrize("N,C,H,K,stride", POINTWISE)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv2d_pointwise_routes(isa, rng, N, C, H, K, stride, dtype):
+    x = rng.standard_normal((N, C, H, H + 1)).astype(dtype)
+    w = rng.standard_normal((K, C, 1, 1)).astype(dtype)
+    b = rng.standard_normal(K).astype(dtype)
+    ref = np.maximum(conv2d_ref(x, w, b, (stride, stride), (0, 0, 0, 0)), 0)
+    absref = conv2d_ref(x, w, b, (stride, stride), (0, 0, 0, 0), absolute=True)
+    pw = PackedConvWeight(w)
+    for fmt in ["NHWC", "NCHW"]:
+        xf = to_fmt(x, fmt)
+        # a view with a gap between pixels, then the packed weight into a given out
+        wide = np.zeros(xf.shape[:-1] + (xf.shape[-1] + 3,), dtype)
+        wide[..., :xf.shape[-1]] = xf
+        y1 = conv2d(wide[..., :xf.shape[-1]], w, b, stride, data_format=fmt, activation="relu")
+        out = np.full_like(y1, np.nan)
+        y2 = conv2d(xf, pw, b, stride, data_format=fmt, activation="relu", out=out)
+        assert y2 is out
+        for y in (y1, y2):
+            assert_within(from_fmt(y, fmt), ref, absref, C, EPS[np.dtype(dtype)])
+
+
 @pytest.mark.filterwarnings("ignore:Using padding=.same.")
 def test_conv2d_matches_torch(rng, threads):
     torch = pytest.importorskip("torch")
