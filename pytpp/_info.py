@@ -138,8 +138,8 @@ def kernels(level=None):
             rows.append((f"embedding {name}", dt, _op_symbol(info, f"tpp_{name}_"),
                          info["symbol"], info["source"]))
     for dt, info in t["pool"].items():
-        rows.append(("pool2d", dt, _op_symbol(info, "tpp_pool_rows_"), info["symbol"],
-                     info["source"]))
+        for name, prefix in (("pool2d", "tpp_pool_rows_"), ("pool2d backward", "tpp_pool_backward_")):
+            rows.append((name, dt, _op_symbol(info, prefix), info["symbol"], info["source"]))
     return rows
 
 

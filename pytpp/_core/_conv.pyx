@@ -46,6 +46,9 @@ cdef extern from "pytpp/pool.h" nogil:
     void pytpp_pool2d_forward(const pytpp_pool_kernels *kt, int op, int nhwc,
                               const pytpp_pool_shape *s, const void *x, const int64_t *xs,
                               void *y, int nthreads)
+    int pytpp_pool2d_backward(const pytpp_pool_kernels *kt, int op, int nhwc,
+                              const pytpp_pool_shape *s, const void *g, const void *x, void *gx,
+                              int nthreads)
 
 cdef extern from "pytpp/yaconv.h" nogil:
     int pytpp_yaconv_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
@@ -156,6 +159,24 @@ def pool2d_forward(int op, cnp.ndarray x, cnp.ndarray y, bint nhwc, tuple geom):
     cdef int nt = num_threads()
     with nogil:
         pytpp_pool2d_forward(kt, op, nhwc, &s, px, xs, py, nt)
+
+
+def pool2d_backward(int op, cnp.ndarray g, cnp.ndarray x, cnp.ndarray gx, bint nhwc,
+                    tuple geom):
+    """Pooling backward (pytpp/_core/include/pytpp/pool.h): op 0 max, 1 average; g, x and gx
+    C-contiguous of one dtype (x read by max only); geom as pool2d_forward's."""
+    cdef pytpp_pool_shape s
+    (s.N, s.C, s.H, s.W, s.P, s.Q, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw) = geom
+    cdef const pytpp_pool_kernels *kt = level(active_isa()).pool[_dt(gx)]
+    cdef const void *pg = cnp.PyArray_DATA(g)
+    cdef const void *px = cnp.PyArray_DATA(x)
+    cdef void *pgx = cnp.PyArray_DATA(gx)
+    cdef int nt = num_threads()
+    cdef int err
+    with nogil:
+        err = pytpp_pool2d_backward(kt, op, nhwc, &s, pg, px, pgx, nt)
+    if err:
+        raise MemoryError("pytpp.nn: no memory for the pooling backward's tap table")
 
 
 def backward_weight(cnp.ndarray xp, cnp.ndarray go, cnp.ndarray gw, tuple geom):

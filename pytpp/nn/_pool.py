@@ -71,6 +71,19 @@ def _forward_c(op, fmt, x, k, s, p, P, Q):
     return y
 
 
+def _backward_c(op, fmt, g, x, cdt, geom):
+    """The pooling backward in C: g an NCHW view of grad_out, x in fmt (read by max only); the
+    gradient in fmt and x's dtype."""
+    N, C, H, W = geom[:4]
+    nhwc = fmt == "NHWC"
+    gc = np.ascontiguousarray(g.transpose(0, 2, 3, 1) if nhwc else g, dtype=cdt)
+    xc = np.ascontiguousarray(x, dtype=cdt) if op == 0 else gc
+    gx = np.empty((N, H, W, C) if nhwc else (N, C, H, W), cdt)
+    if gx.size:
+        _conv.pool2d_backward(op, gc, xc, gx, nhwc, geom)
+    return gx.astype(x.dtype, copy=False)
+
+
 def _max_taps(xp, k, s, P, Q, want_index):
     best = _tap(xp, 0, 0, s, P, Q).copy()
     idx = np.zeros(best.shape, np.int32) if want_index else None
@@ -160,12 +173,7 @@ def max_pool2d_backward(grad_out: ArrayLike, x: ArrayLike, kernel_size: int | tu
     N, C, H, W = xn.shape
     g = _grad_arg(grad_out, fmt, N, C, P, Q, fn)
     cdt = _cdt(np.result_type(x.dtype, g.dtype) if g.dtype != x.dtype else x.dtype)
-    _, idx = _max_taps(_padded(xn, p, -np.inf, cdt), k, s, P, Q, True)
-    gxp = np.zeros((N, C, H + 2 * p[0], W + 2 * p[1]), cdt)
-    g = g.astype(cdt, copy=False)
-    for t in range(k[0] * k[1]):
-        _tap(gxp, t // k[1], t % k[1], s, P, Q)[...] += np.where(idx == t, g, 0)
-    return _finish(gxp[:, :, p[0]:p[0] + H, p[1]:p[1] + W], fmt, x.dtype)
+    return _backward_c(0, fmt, g, x, cdt, (N, C, H, W, P, Q, k[0], k[1], s[0], s[1], p[0], p[1]))
 
 
 def avg_pool2d_backward(grad_out: ArrayLike, x: ArrayLike, kernel_size: int | tuple[int, int],
@@ -187,12 +195,8 @@ def avg_pool2d_backward(grad_out: ArrayLike, x: ArrayLike, kernel_size: int | tu
     fmt, x, xn, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
     N, C, H, W = xn.shape
     g = _grad_arg(grad_out, fmt, N, C, P, Q, fn)
-    cdt = _cdt(x.dtype)
-    gs = g.astype(cdt) * (cdt(1.0) / cdt(k[0] * k[1]))
-    gxp = np.zeros((N, C, H + 2 * p[0], W + 2 * p[1]), cdt)
-    for t in range(k[0] * k[1]):
-        _tap(gxp, t // k[1], t % k[1], s, P, Q)[...] += gs
-    return _finish(gxp[:, :, p[0]:p[0] + H, p[1]:p[1] + W], fmt, x.dtype)
+    return _backward_c(1, fmt, g, x, _cdt(x.dtype),
+                       (N, C, H, W, P, Q, k[0], k[1], s[0], s[1], p[0], p[1]))
 
 
 def adaptive_avg_pool2d(x: ArrayLike, output_size: int | tuple[int, int], *,

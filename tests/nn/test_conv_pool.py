@@ -177,6 +177,18 @@ def taps_ref(x, k, s, p, op):
     return acc
 
 
+def with_special_values(rng, shape, dtype, cuts):
+    """Standard normal values with special ones: cuts [(f, value), ...] with increasing f put
+    `value` at the elements whose uniform draw lies between the previous f and this one."""
+    x = rng.standard_normal(shape).astype(dtype)
+    m = rng.random(shape)
+    lo = 0.0
+    for hi, value in cuts:
+        x[(m >= lo) & (m < hi)] = value
+        lo = hi
+    return x
+
+
 def same_values(a, b):
     """Equal element by element, NaN where NaN (payloads aside) and zeros of the same sign."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
@@ -194,13 +206,8 @@ def test_pooling_special_values_and_layouts(case, fmt, dtype, layout, C, seed):
     shape, k, s, p = case
     shape = (shape[0], C) + shape[2:]
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal(shape).astype(dtype)
-    m = rng.random(shape)
-    x[m < 0.05] = np.nan
-    x[(m > 0.05) & (m < 0.15)] = 0.0
-    x[(m > 0.15) & (m < 0.25)] = -0.0
-    x[(m > 0.25) & (m < 0.28)] = -np.inf
-    x[(m > 0.28) & (m < 0.30)] = np.inf
+    x = with_special_values(rng, shape, dtype, [(0.05, np.nan), (0.15, 0.0), (0.25, -0.0),
+                                                (0.28, -np.inf), (0.30, np.inf)])
     xi = x if fmt == "NCHW" else x.transpose(0, 2, 3, 1)
     if layout == "c":
         xi = np.ascontiguousarray(xi)
@@ -236,3 +243,80 @@ def test_pooling_low_precision_and_big_rows():
             y = f(xi, 3, 2, 1, data_format=fmt)
             y = y if fmt == "NCHW" else y.transpose(0, 3, 1, 2)
             assert same_values(y, taps_ref(x, (3, 3), (2, 2), (1, 1), op))
+
+
+def backward_ref(g, x, k, s, p, op):
+    """Pooling gradients by loops in float64 with torch's rules: average gives g / (kh * kw) to
+    every element of the window inside the image; max gives g to the window's first element
+    inside the image, replaced by each later one that is greater or NaN (so the last NaN)."""
+    N, C, H, W = x.shape
+    gx = np.zeros(x.shape)
+    for i, j, cells in windows(H, W, k, s, p):
+        for n in range(N):
+            for c in range(C):
+                gv = float(g[n, c, i, j])
+                if op == "avg":
+                    for h, w in cells:
+                        gx[n, c, h, w] += gv / (k[0] * k[1])
+                    continue
+                at, best = None, None
+                for h, w in cells:
+                    v = float(x[n, c, h, w])
+                    if at is None or v > best or np.isnan(v):
+                        at, best = (h, w), v
+                gx[n, c, at[0], at[1]] += gv
+    return gx
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=pool_case(), fmt=st.sampled_from(["NCHW", "NHWC"]),
+       dtype=st.sampled_from([np.float32, np.float64]), C=st.sampled_from([1, 3, 17, 70]),
+       seed=st.integers(0, 999))
+def test_pooling_backward_special_values(case, fmt, dtype, C, seed):
+    """Ties (zeros, as after a ReLU), NaN and -inf windows: the C backward gives torch's element
+    at every ISA level, one thread or two; integer gradients make the max sums exact, the
+    average within 4 eps of its terms."""
+    import pytpp
+    shape, k, s, p = case
+    shape = (shape[0], C) + shape[2:]
+    rng = np.random.default_rng(seed)
+    x = with_special_values(rng, shape, dtype, [(0.05, np.nan), (0.35, 0.0), (0.45, -np.inf)])
+    P = (shape[2] + 2 * p[0] - k[0]) // s[0] + 1
+    Q = (shape[3] + 2 * p[1] - k[1]) // s[1] + 1
+    g = rng.integers(-4, 5, (shape[0], C, P, Q)).astype(dtype)
+    tf = (lambda a: np.ascontiguousarray(a.transpose(0, 2, 3, 1))) if fmt == "NHWC" else (lambda a: a)
+    back = (lambda a: a.transpose(0, 3, 1, 2)) if fmt == "NHWC" else (lambda a: a)
+    old = pytpp.get_num_threads()
+    for op, f in (("max", max_pool2d_backward), ("avg", avg_pool2d_backward)):
+        ref = backward_ref(g, x, k, s, p, op)
+        for level, nt in itertools.product(pytpp.available_isas(), (1, 2)):
+            pytpp.set_num_threads(nt)
+            try:
+                with pytpp.use_isa(level):
+                    gx = f(tf(g), tf(x), k, s, p, data_format=fmt)
+            finally:
+                pytpp.set_num_threads(old)
+            assert gx.dtype == dtype and gx.shape == tf(x).shape
+            if op == "max":
+                np.testing.assert_array_equal(back(gx), ref)
+            else:
+                eps = float(np.finfo(dtype).eps)
+                bound = 4 * eps * k[0] * k[1] * np.abs(g).max() + 1e-300
+                assert np.abs(back(gx) - ref).max() <= bound
+
+
+def test_pooling_backward_matches_torch_on_ties_and_nan():
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    rng = np.random.default_rng(5)
+    x = np.maximum(rng.standard_normal((2, 5, 13, 11)), 0).astype(np.float32)   # ReLU ties
+    x[0, 1, 2:4, 3:5] = np.nan
+    for fmt, (k, s, p) in itertools.product(["NCHW", "NHWC"], [(3, 2, 1), (2, 2, 0), (3, 1, 1)]):
+        tx = torch.from_numpy(x).requires_grad_(True)
+        ty = F.max_pool2d(tx, k, s, p)
+        g = rng.standard_normal(ty.shape).astype(np.float32)
+        (gx,) = torch.autograd.grad(ty, tx, torch.from_numpy(g))
+        tf = (lambda a: np.ascontiguousarray(a.transpose(0, 2, 3, 1))) if fmt == "NHWC" else (lambda a: a)
+        ours = max_pool2d_backward(tf(g), tf(x), k, s, p, data_format=fmt)
+        ours = ours.transpose(0, 3, 1, 2) if fmt == "NHWC" else ours
+        np.testing.assert_allclose(ours, gx.numpy(), rtol=1e-6, atol=1e-6)

@@ -122,7 +122,8 @@ int pytpp_dispatch_missing(int isa)
         const pytpp_optim_kernels *ok = lv->optim[dt];
         const pytpp_embedding_kernels *ek = lv->embedding[dt];
         missing += !g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok || !ek ||
-                   !lv->equation[dt] || !lv->pool[dt] || !lv->pool[dt]->rows;
+                   !lv->equation[dt] || !lv->pool[dt] || !lv->pool[dt]->rows ||
+                   !lv->pool[dt]->backward;
         if (!g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok || !ek) continue;
         missing += !nk->layer_fwd + !nk->rms_fwd + !nk->layer_bwd + !nk->rms_bwd +
                    !nk->plane_sums + !nk->plane_apply + !nk->plane_bwd_sums +

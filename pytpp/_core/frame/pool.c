@@ -1,4 +1,5 @@
-/* Pooling forward driver (pool.h): output rows split over threads; the kernels come from the
+/* Pooling drivers (pool.h): output rows (forward) or planes and channel chunks (backward)
+ * split over threads; the kernels come from the
  * table the caller picked. No ISA code here. */
 #include "pytpp/pool.h"
 #include "pytpp/partition.h"
@@ -21,4 +22,24 @@ void pytpp_pool2d_forward(const pytpp_pool_kernels *kt, int op, int nhwc,
         pytpp_thread_part(rows, &r0, &len);
         if (len > 0) kt->rows(op, nhwc, s, x, xs, y, r0, r0 + len);
     }
+}
+
+int pytpp_pool2d_backward(const pytpp_pool_kernels *kt, int op, int nhwc,
+                          const pytpp_pool_shape *s, const void *g, const void *x, void *gx,
+                          int nthreads)
+{
+    if (s->N <= 0 || s->C <= 0 || s->H <= 0 || s->W <= 0) return 0;
+    const int64_t chunks = (s->C + PYTPP_POOL_BWD_CHUNK - 1) / PYTPP_POOL_BWD_CHUNK;
+    const int64_t items = nhwc ? s->N * chunks : s->N * s->C;
+    int nt = nthreads < 1 ? 1 : nthreads;
+    if ((double)s->N * s->C * (s->H * s->W + s->P * s->Q * s->kh * s->kw) < 32768.0) nt = 1;
+    if (nt > items) nt = (int)items;
+    int err = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
+    {
+        int64_t i0, len;
+        pytpp_thread_part(items, &i0, &len);
+        if (len > 0) err |= kt->backward(op, nhwc, s, g, x, gx, i0, i0 + len) != 0;
+    }
+    return err ? -1 : 0;
 }

@@ -1,4 +1,4 @@
-/* 2D max and average pooling forward (torch's semantics, pytpp.nn.max_pool2d / avg_pool2d):
+/* 2D max and average pooling, forward and backward (torch's semantics, pytpp.nn.max_pool2d / avg_pool2d):
  * floor mode, padding at most half the kernel. Max: padding is -inf (never wins), a later tap
  * replaces the running max only when strictly greater or when it is NaN and the max is not (the
  * first maximum and the first NaN win, as the numpy reference's taps did). Average: the taps are
@@ -39,11 +39,21 @@ static inline int pytpp_pool_short_rows(int nhwc, const pytpp_pool_shape *s)
 typedef void (*pytpp_pool_rows_fn)(int op, int nhwc, const pytpp_pool_shape *s, const void *x,
                                    const int64_t xs[3], void *y, int64_t row0, int64_t row1);
 
+/* Backward items [item0, item1) of gx = d pool / d x applied to g: an NCHW item is one plane
+ * (n, c), an NHWC item one chunk of PYTPP_POOL_BWD_CHUNK channels (n, chunk) of every pixel; the
+ * item's part of gx is written whole (each input row zeroed when the windows first reach it,
+ * then added to). Layouts as
+ * pytpp_pool2d_backward's. Returns 0, or -1 when a tap table cannot be allocated. */
+typedef int (*pytpp_pool_bwd_fn)(int op, int nhwc, const pytpp_pool_shape *s, const void *g,
+                                  const void *x, void *gx, int64_t item0, int64_t item1);
+#define PYTPP_POOL_BWD_CHUNK 64
+
 typedef struct pytpp_pool_kernels {
     const char *name;          /* ISA level */
     pytpp_table_info info;
     int esz;                   /* element size: 4 (f32) or 8 (f64) */
     pytpp_pool_rows_fn rows;
+    pytpp_pool_bwd_fn backward;
 } pytpp_pool_kernels;
 
 extern const pytpp_pool_kernels pytpp_pool_f64_ref, pytpp_pool_f32_ref;
@@ -56,6 +66,17 @@ extern const pytpp_pool_kernels pytpp_pool_f64_avx512, pytpp_pool_f32_avx512;
 void pytpp_pool2d_forward(const pytpp_pool_kernels *kt, int op, int nhwc,
                           const pytpp_pool_shape *s, const void *x, const int64_t xs[3], void *y,
                           int nthreads);
+
+/* gx = the gradient of pool(x) for the output gradient g (torch's rules): average pooling
+ * gives each window's g / (kh * kw) to each of its elements inside the image; max pooling gives
+ * g to the window's maximum, the first element inside the image that is greater than all before
+ * it or NaN (so the last NaN, as torch's index), summed where windows overlap. g (N, C, P, Q),
+ * x and gx (N, C, H, W), or with nhwc (N, P, Q, C) and (N, H, W, C); all C-contiguous, one
+ * dtype; x is read by max pooling only. Returns 0, or -1 when memory ran out (gx then
+ * incomplete). */
+int pytpp_pool2d_backward(const pytpp_pool_kernels *kt, int op, int nhwc,
+                           const pytpp_pool_shape *s, const void *g, const void *x, void *gx,
+                           int nthreads);
 
 #ifdef __cplusplus
 }
