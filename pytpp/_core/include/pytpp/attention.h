@@ -28,12 +28,17 @@ typedef struct pytpp_sdpa_dropout {
  * tables' dtype. mask: additive scores (NULL for none) read at
  * mask[b * msb + i * msl + j * mss] (element strides; 0 broadcasts). causal: key j is kept for
  * query i when j <= i. A row whose every key is masked gives NaN, as softmax of all -inf does.
+ * path: PYTPP_SDPA_AUTO, or one of the two loop structures (tests run both on small shapes):
+ * PYTPP_SDPA_TILES (keys in tiles of 128, online softmax; the only one whose memory does not grow
+ * with S) or PYTPP_SDPA_FULL_ROWS (a query block's scores against all keys at once, plain
+ * softmax, one P @ V product; auto picks it while those scores fit in L2).
  * Returns 0, or -1 when a thread's buffers cannot be allocated. */
+enum pytpp_sdpa_path { PYTPP_SDPA_AUTO = 0, PYTPP_SDPA_TILES = 1, PYTPP_SDPA_FULL_ROWS = 2 };
 int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew, int64_t batch,
                        int64_t L, int64_t S, int64_t E, int64_t Ev, const void *q, const void *k,
                        const void *v, void *o, const void *mask, int64_t msb, int64_t msl,
                        int64_t mss, int causal, double scale, const pytpp_sdpa_dropout *drop,
-                       int nthreads);
+                       int path, int nthreads);
 
 #ifdef __cplusplus
 }
