@@ -29,7 +29,7 @@ def sdpa_forward(cnp.ndarray q, cnp.ndarray k, cnp.ndarray v, cnp.ndarray o, obj
                  uint64_t seed=0, uint32_t thresh=0, double keep=1.0, int path=0):
     """thresh > 0: dropout of the probabilities (attention.h's pytpp_sdpa_dropout). path: 0 picks
     the loop structure, 1 keys in tiles (online softmax), 2 full score rows (attention.h)."""
-    if path not in (0, 1, 2, 6, 10):
+    if path not in (0, 1, 2):
         raise ValueError(f"sdpa_forward: path must be 0, 1 or 2, got {path}")
     cdef int dt = PYTPP_F64 if cnp.PyArray_TYPE(q) == cnp.NPY_DOUBLE else PYTPP_F32
     cdef int isa = active_isa()

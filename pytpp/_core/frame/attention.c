@@ -25,7 +25,6 @@ typedef struct att_job {
     int causal;
     double scale;
     const pytpp_sdpa_dropout *drop;   /* NULL: none */
-    int approx;
 } att_job;
 
 /* Dropout of one row of probabilities (keys j0 ... j0 + bk of query i, batch entry b): the
@@ -142,12 +141,13 @@ static void transpose_k(const att_job *j, int64_t b, char *kt)
     if (j->esz == 8) ATT_TRANSPOSE(double); else ATT_TRANSPOSE(float);
 }
 
-/* ---- Full score rows (S small enough that a query block's scores against every key stay in
- * L2): the scores of 64 queries against all keys by one pass of micro-kernel calls, a plain
- * softmax per row (no running maximum, no rescaling of the output), and P @ V as one product with
- * k = S written straight into o. K and V are packed once per batch entry into panels of one
- * register block's width (K^T's columns, V's columns): each micro-kernel streams its B operand
- * contiguously instead of rows 4 S bytes apart, which in the tiled path map to a few L1 sets. */
+/* ---- Full score rows. Per register block of query rows (6 with AVX2's 6 x 16 block): their
+ * scores against every key by one micro-kernel call per panel of K^T, a plain softmax of each
+ * whole row while the rows are in L1 (no running maximum, no rescaling of an accumulator), and
+ * P @ V as one product with k = S, written once into o. K and V are packed once per batch entry
+ * into panels one register block wide (kp: K^T's columns, vp: V's columns), so that each
+ * micro-kernel reads its B operand contiguously; read in place, K^T's rows lie 4 S bytes apart and
+ * map to a few L1 sets. Per thread: the panels, O(S (E + Ev)), and the block's score rows. */
 
 typedef struct att_panels {
     int64_t pw, mr, np, npv;   /* panel width (columns of a register block), rows per block,
@@ -183,13 +183,9 @@ static void pack_kv(const att_job *j, const att_panels *pn, int64_t b, char *kp,
         const int64_t c0 = p * pw, w = imin(pw, Ev - c0);
         char *d = vp + p * S * pw * esz;
         const char *src = vb + c0 * esz;
-        if (w == pw) {
-            for (int64_t s = 0; s < S; ++s) memcpy(d + s * pw * esz, src + s * Ev * esz, (size_t)(pw * esz));
-        } else {
-            for (int64_t s = 0; s < S; ++s) {
-                memcpy(d + s * pw * esz, src + s * Ev * esz, (size_t)(w * esz));
-                memset(d + (s * pw + w) * esz, 0, (size_t)((pw - w) * esz));
-            }
+        for (int64_t s = 0; s < S; ++s) {
+            memcpy(d + s * pw * esz, src + s * Ev * esz, (size_t)(w * esz));
+            if (w < pw) memset(d + (s * pw + w) * esz, 0, (size_t)((pw - w) * esz));
         }
     }
 }
@@ -204,54 +200,40 @@ static inline void ukr1(const att_job *j, int64_t mr, int64_t nv, int64_t n_last
                                                      alpha, 0.0, n_last);
 }
 
-/* Queries [i0, i0 + bq) of batch entry b against the packed kp, vp; s: bq x lds scores */
-static void query_block_full(const att_job *j, const att_panels *pn, int64_t b, int64_t i0,
-                             int64_t bq, const char *kp, const char *vp, char *s, int64_t lds)
+/* Queries [i0, i0 + mr) of batch entry b (one register block of rows); s: their mr x lds scores */
+static void row_block_full(const att_job *j, const att_panels *pn, int64_t b, int64_t i0,
+                           int64_t mr, const char *kp, const char *vp, char *s, int64_t lds)
 {
     const int64_t esz = j->esz, S = j->S, E = j->E, Ev = j->Ev, pw = pn->pw;
     const int64_t vl = j->gk->vl;
-    const char *qb = j->q + (b * j->L + i0) * E * esz;
+    const char *qr = j->q + (b * j->L + i0) * E * esz;
     /* causal: keys beyond the block's last query are never kept */
-    const int64_t s_end = j->causal ? imin(S, i0 + bq) : S;
-    const int64_t nrb = cdiv(bq, pn->mr);
-    static int skip = -1;
-    if (skip < 0) skip = getenv("ATT_SKIP") ? atoi(getenv("ATT_SKIP")) : 0;
-    if (!(skip & 4))
-    for (int64_t p = 0; p < cdiv(s_end, pw); ++p)   /* a panel of K^T stays in L1 */
-        for (int64_t rb = 0; rb < nrb; ++rb) {
-            int64_t r0, mr;
-            pytpp_split(bq, nrb, rb, &r0, &mr);
-            ukr1(j, mr, pn->nv, vl, E, qb + r0 * E * esz, E, kp + p * E * pw * esz, pw,
-                 s + (r0 * lds + p * pw) * esz, lds, j->scale);
-        }
-    if (!(skip & 1))
-    for (int64_t r = 0; r < bq; ++r) {
+    const int64_t s_end = j->causal ? imin(S, i0 + mr) : S;
+    for (int64_t p = 0; p < cdiv(s_end, pw); ++p)
+        ukr1(j, mr, pn->nv, vl, E, qr, E, kp + p * E * pw * esz, pw, s + p * pw * esz, lds,
+             j->scale);
+    for (int64_t r = 0; r < mr; ++r) {
         char *row = s + r * lds * esz;
         const int64_t i = i0 + r, n = j->causal ? imin(i + 1, S) : S;
         if (j->mask) add_mask(j, b, i, 0, n, row);
-        j->ew->softmax(n, row, row, j->approx);    /* all -inf: NaN, as torch */
+        /* all -inf: NaN, as torch. float32: the table's approximate exp (relative error
+         * 2.6e-6, beside the scores' own ~E eps): ~4% of the run time */
+        j->ew->softmax(n, row, row, j->esz == 4);
         if (n < s_end) memset(row + n * esz, 0, (size_t)((s_end - n) * esz));
         if (j->drop) drop_row(j, b, i, 0, n, row);   /* after the sum: P's own rows */
     }
-    char *ob = j->o + (b * j->L + i0) * Ev * esz;
-    if (!(skip & 2))
-    for (int64_t rb = 0; rb < nrb; ++rb) {   /* a block of P's rows stays in L1 */
-        int64_t r0, mr;
-        pytpp_split(bq, nrb, rb, &r0, &mr);
-        for (int64_t p = 0; p < pn->npv; ++p) {
-            const int64_t w = imin(pw, Ev - p * pw), nv = cdiv(w, vl);
-            if (vp)
-            ukr1(j, mr, nv, w - (nv - 1) * vl, s_end, s + r0 * lds * esz, lds,
-                 vp + p * S * pw * esz, pw, ob + (r0 * Ev + p * pw) * esz, Ev, 1.0);
-            else
-            ukr1(j, mr, nv, w - (nv - 1) * vl, s_end, s + r0 * lds * esz, lds,
-                 j->v + (b * S * Ev + p * pw) * esz, Ev, ob + (r0 * Ev + p * pw) * esz, Ev, 1.0);
-        }
+    char *orow = j->o + (b * j->L + i0) * Ev * esz;
+    for (int64_t p = 0; p < pn->npv; ++p) {
+        const int64_t w = imin(pw, Ev - p * pw), nv = cdiv(w, vl);
+        ukr1(j, mr, nv, w - (nv - 1) * vl, s_end, s, lds, vp + p * S * pw * esz, pw,
+             orow + p * pw * esz, Ev, 1.0);
     }
 }
 
-/* Full rows while a query block's scores fit in half of a 512 KiB L2 (S <= 1024 in float32) */
-#define ATT_FULL_MAX_BYTES (ATT_BQ * 1024 * 4)
+/* Auto picks full rows up to this many keys (measured up to 4096, 1.3x the tiles there: the
+ * panels, 2 MB for E = Ev = 64, then stream from L3); beyond, the tiles read K^T once per 64
+ * queries instead of once per register block. */
+#define ATT_FULL_MAX_S 4096
 
 int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew, int64_t batch,
                        int64_t L, int64_t S, int64_t E, int64_t Ev, const void *q, const void *k,
@@ -264,11 +246,11 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
     const att_job j = {.gk = gk, .ew = ew, .L = L, .S = S, .E = E, .Ev = Ev, .esz = esz,
                        .dtype = esz == 8 ? PYTPP_F64 : PYTPP_F32, .q = q, .k = k, .v = v,
                        .mask = mask, .o = o, .msb = msb, .msl = msl, .mss = mss,
-                       .causal = causal, .scale = scale, .drop = drop, .approx = (path & 8) != 0};
+                       .causal = causal, .scale = scale, .drop = drop};
     const att_panels pn = panels_of(&j);
     /* no keys: the tiled path's empty sums give the NaN rows */
-    const int full = S > 0 && ((path & 3) == PYTPP_SDPA_FULL_ROWS ||
-                               (path == PYTPP_SDPA_AUTO && ATT_BQ * S * esz <= ATT_FULL_MAX_BYTES));
+    const int full = S > 0 && (path == PYTPP_SDPA_FULL_ROWS ||
+                               (path == PYTPP_SDPA_AUTO && S <= ATT_FULL_MAX_S));
     /* a 64-byte pad between score rows: rows a power of two apart share L1 sets */
     const int64_t lds = pn.np * pn.pw + 64 / esz;
     const int64_t qblocks = (L + ATT_BQ - 1) / ATT_BQ, tasks = batch * qblocks;
@@ -280,11 +262,12 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
     {
         int64_t t0, len;
         pytpp_thread_part(tasks, &t0, &len);
-        /* full: packed K, packed V, the scores; tiled: K^T, the scores, the accumulator */
+        /* full: packed K, packed V, a row block's scores; tiled: K^T, the scores, the
+         * accumulator */
         const size_t kb = (size_t)((full ? pn.np * pn.pw : (S > 0 ? S : 1)) * E * esz) + 64;
         const size_t vb = full ? (size_t)(pn.npv * pn.pw * S * esz) + 64 : 0;
-        const size_t sb = (size_t)(full ? ATT_BQ * lds * esz : (ATT_BQ * ATT_BK + ATT_BQ * Ev) * esz);
-        char *buf = malloc(kb + vb + sb + 128);
+        const size_t sb = (size_t)(full ? pn.mr * lds * esz : (ATT_BQ * ATT_BK + ATT_BQ * Ev) * esz);
+        char *buf = malloc(kb + vb + sb + 256);   /* alignments and the accumulator's pad */
         double *ml = malloc(2 * ATT_BQ * sizeof(double));
         if (!buf || !ml) {
             err |= 1;
@@ -299,7 +282,12 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
                 const int64_t bq = L - i0 < ATT_BQ ? L - i0 : ATT_BQ;
                 if (full) {
                     if (b != have) pack_kv(&j, &pn, b, kt, vp), have = b;
-                    query_block_full(&j, &pn, b, i0, bq, kt, path & 4 ? NULL : vp, s, lds);
+                    const int64_t nrb = cdiv(bq, pn.mr);   /* near-equal blocks: 64 = 9 x 6 + 2 x 5 */
+                    for (int64_t rb = 0; rb < nrb; ++rb) {
+                        int64_t r0, mr;
+                        pytpp_split(bq, nrb, rb, &r0, &mr);
+                        row_block_full(&j, &pn, b, i0 + r0, mr, kt, vp, s, lds);
+                    }
                 } else {
                     if (b != have) transpose_k(&j, b, kt), have = b;
                     query_block(&j, b, i0, bq, kt, s, acc, ml, ml + ATT_BQ);
