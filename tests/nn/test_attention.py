@@ -22,8 +22,8 @@ TOL = {np.float32: 2e-5, np.float64: 1e-12}
 @pytest.fixture(params=[1, 2], ids=["tiles", "full_rows"])
 def path(request, monkeypatch):
     """Both loop structures of the forward (attention.h): keys in tiles with the online softmax,
-    and full score rows; the automatic choice takes full rows up to S = 4096, so the tiles would
-    otherwise go untested at the sizes below."""
+    and full score rows; the automatic choice takes full rows up to S = 16384, so the tiles would
+    otherwise go untested."""
     from pytpp.nn import _attention as front
     glue = front._attention
     monkeypatch.setattr(front, "_attention", types.SimpleNamespace(
@@ -135,13 +135,17 @@ def test_hypothesis_shapes(L, S, E, seed):
     close(pytpp.nn.scaled_dot_product_attention(q, k, v), ref_sdpa(q, k, v), np.float64, v)
 
 
-@pytest.mark.parametrize("n, limit", [(4096, 24), (8192, 64)])
-def test_memory_does_not_grow_with_L_squared(n, limit):
-    """L = S = 4096 (full score rows) and 8192 (tiles): an (L, S) float32 score matrix would take
-    64 and 256 MiB; the forward's peak RSS grows by its output (1/2 and 1 MiB) and per-thread
-    buffers: packed K and V (2 x S x 32 floats, 1 MiB at 4096) or K^T and the tiles."""
+@pytest.mark.parametrize("n, path, limit", [(4096, 0, 24), (8192, 1, 64), (8192, 2, 64)])
+def test_memory_does_not_grow_with_L_squared(n, path, limit):
+    """L = S = 4096 and 8192: an (L, S) float32 score matrix would take 64 and 256 MiB; the
+    forward's peak RSS grows by its output (1/2 and 1 MiB) and per-thread buffers: packed K and V
+    (full rows, 2 x S x 32 floats: 1 MiB at 4096) or K^T and the tiles (path 1)."""
     code = f"""
-import resource, numpy as np, pytpp
+import functools, resource, types, numpy as np, pytpp
+from pytpp.nn import _attention as front
+if {path}:
+    front._attention = types.SimpleNamespace(
+        sdpa_forward=functools.partial(front._attention.sdpa_forward, path={path}))
 rng = np.random.default_rng(0)
 q, k, v = (rng.standard_normal((1, {n}, 32)).astype(np.float32) for _ in range(3))
 pytpp.nn.scaled_dot_product_attention(q[:, :64], k[:, :64], v[:, :64])

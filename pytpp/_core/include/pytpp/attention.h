@@ -31,7 +31,7 @@ typedef struct pytpp_sdpa_dropout {
  * path: PYTPP_SDPA_AUTO, or one of the two loop structures (tests run both on small shapes):
  * PYTPP_SDPA_TILES (keys in tiles of 128, online softmax; the only one whose memory does not grow
  * with S) or PYTPP_SDPA_FULL_ROWS (a query block's scores against all keys at once, plain
- * softmax, one P @ V product; auto picks it while those scores fit in L2).
+ * softmax, one P @ V product; auto picks it up to S = 16384).
  * Returns 0, or -1 when a thread's buffers cannot be allocated. */
 enum pytpp_sdpa_path { PYTPP_SDPA_AUTO = 0, PYTPP_SDPA_TILES = 1, PYTPP_SDPA_FULL_ROWS = 2 };
 int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew, int64_t batch,
