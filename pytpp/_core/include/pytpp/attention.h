@@ -1,9 +1,14 @@
-/* Scaled dot-product attention, forward, fused in tiles (flash-attention style: paper 003's MHA
- * with the softmax fused between two BRGEMMs): per block of queries, the scores against one block
- * of keys at a time (a BRGEMM), the running row maximum and sum rescaling the output accumulator
- * (the online softmax), and P @ V accumulated by a second BRGEMM. No (L, S) matrix is formed: a
- * thread holds a query block's scores against one key block, K^T of one batch entry, and the
- * accumulator. */
+/* Scaled dot-product attention, forward, fused (paper 003's MHA with the softmax fused between
+ * two BRGEMMs). Two loop structures (pytpp_sdpa_forward's path):
+ * - full rows (up to S = 16384 by default): per register block of queries, the scores against
+ *   every key (micro-kernel calls on K^T packed into panels once per batch entry), a plain
+ *   softmax of each row while it is in L1, and P @ V as one product over all keys (V packed
+ *   alike) written once into o;
+ * - tiles (flash-attention style): per block of 64 queries, the scores against one block of 128
+ *   keys at a time, the running row maximum and sum rescaling the output accumulator (the
+ *   online softmax), and P @ V accumulated block by block.
+ * No (L, S) matrix is formed: per thread, the packed K and V (or K^T) of one batch entry and one
+ * block's scores. */
 #ifndef PYTPP_ATTENTION_H
 #define PYTPP_ATTENTION_H
 #include <stdint.h>
