@@ -62,6 +62,28 @@ def test_sdpa(isa, threads, path, rng, dtype, L, S, E, Ev, causal):
     close(y, ref_sdpa(q, k, v, causal=causal), dtype, v)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("scale", [0.125, -0.3])
+def test_far_from_the_score_bound(isa, path, rng, dtype, scale):
+    """The full-row softmax shifts the scores by the bound |scale| |q_i| max_j |k_j| instead of
+    the row maximum; keys of large norm at right angles to the queries make that bound exceed the
+    largest score by ~800, where every exp(s - bound) underflows (float64 too): those rows are
+    redone from their maximum. Half the queries are long (loose bound), half short (bound close).
+    """
+    L, S, E = 20, 40, 16
+    q = rng.standard_normal((L, E))
+    q[: L // 2, 0] = 40.0
+    q[: L // 2, 1] = 0.0
+    k = rng.standard_normal((S, E))
+    k[0] = 0.0
+    k[0, 1] = 800.0 / (40.0 * abs(scale))     # orthogonal to the long queries
+    q, k = q.astype(dtype), k.astype(dtype)
+    v = rng.standard_normal((S, 8)).astype(dtype)
+    y = pytpp.nn.scaled_dot_product_attention(q, k, v, scale=scale)
+    assert np.isfinite(y).all()
+    close(y, ref_sdpa(q, k, v, scale=scale), dtype, v)
+
+
 def test_masks_and_broadcast(isa, path, rng):
     q = rng.standard_normal((2, 4, 17, 32))
     k = rng.standard_normal((1, 4, 23, 32))            # batch dim broadcasts

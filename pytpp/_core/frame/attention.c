@@ -142,9 +142,10 @@ static void transpose_k(const att_job *j, int64_t b, char *kt)
 }
 
 /* ---- Full score rows. Per register block of query rows (6 with AVX2's 6 x 16 block): their
- * scores against every key by one micro-kernel call per panel of K^T, a plain softmax of each
- * whole row while the rows are in L1 (no running maximum, no rescaling of an accumulator), and
- * P @ V as one product with k = S, written once into o. K and V are packed once per batch entry
+ * scores against every key by one micro-kernel call per panel of K^T, the softmax numerators of
+ * each whole row in one pass while the rows are in L1 (no running maximum, no rescaling of an
+ * accumulator), P @ V as one product with k = S written once into o, and its rows divided by the
+ * sums. K and V are packed once per batch entry
  * into panels one register block wide (kp: K^T's columns, vp: V's columns), so that each
  * micro-kernel reads its B operand contiguously; read in place, K^T's rows lie 4 S bytes apart and
  * map to a few L1 sets. Per thread: the panels, O(S (E + Ev)), and the block's score rows. */
@@ -200,33 +201,74 @@ static inline void ukr1(const att_job *j, int64_t mr, int64_t nv, int64_t n_last
                                                      alpha, 0.0, n_last);
 }
 
-/* Queries [i0, i0 + mr) of batch entry b (one register block of rows); s: their mr x lds scores */
+/* Euclidean norm of the n elements at x (the table's sum of squares) */
+static double norm2(const att_job *j, const char *x, int64_t n)
+{
+    return sqrt(j->ew->reduce_row(n, x, PYTPP_EW_RED_SUM, 1));
+}
+
+/* The largest norm of the rows of K of batch entry b: scale |q_i| times it bounds the scores of
+ * query i (Cauchy-Schwarz) */
+static double key_norm_max(const att_job *j, int64_t b)
+{
+    double mx = 0.0;
+    for (int64_t t = 0; t < j->S; ++t) {
+        const double nk = norm2(j, j->k + (b * j->S + t) * j->E * j->esz, j->E);
+        mx = nk > mx || nk != nk ? nk : mx;
+    }
+    return mx;
+}
+
+/* Queries [i0, i0 + mr) of batch entry b (one register block of rows); s: their mr x lds
+ * scores, then as many rows of numerators exp(s - shift); kmax: key_norm_max of b */
 static void row_block_full(const att_job *j, const att_panels *pn, int64_t b, int64_t i0,
-                           int64_t mr, const char *kp, const char *vp, char *s, int64_t lds)
+                           int64_t mr, const char *kp, const char *vp, char *s, int64_t lds,
+                           double kmax)
 {
     const int64_t esz = j->esz, S = j->S, E = j->E, Ev = j->Ev, pw = pn->pw;
     const int64_t vl = j->gk->vl;
     const char *qr = j->q + (b * j->L + i0) * E * esz;
+    char *pr = s + mr * lds * esz;
     /* causal: keys beyond the block's last query are never kept */
     const int64_t s_end = j->causal ? imin(S, i0 + mr) : S;
     for (int64_t p = 0; p < cdiv(s_end, pw); ++p)
         ukr1(j, mr, pn->nv, vl, E, qr, E, kp + p * E * pw * esz, pw, s + p * pw * esz, lds,
              j->scale);
+    double inv[PYTPP_MR_MAX];
     for (int64_t r = 0; r < mr; ++r) {
-        char *row = s + r * lds * esz;
+        char *row = s + r * lds * esz, *prow = pr + r * lds * esz;
         const int64_t i = i0 + r, n = j->causal ? imin(i + 1, S) : S;
-        if (j->mask) add_mask(j, b, i, 0, n, row);
-        /* all -inf: NaN, as torch. float32: the table's approximate exp (relative error
-         * 2.6e-6, beside the scores' own ~E eps): ~4% of the run time */
-        j->ew->softmax(n, row, row, j->esz == 4);
-        if (n < s_end) memset(row + n * esz, 0, (size_t)((s_end - n) * esz));
-        if (j->drop) drop_row(j, b, i, 0, n, row);   /* after the sum: P's own rows */
+        /* The softmax's shift: any value near the row's maximum. Without a mask, the bound
+         * |scale| |q_i| max_j |k_j| saves the pass that finds the maximum; where it is loose
+         * enough that the numerators' sum drops below 2^-50 (their largest then below 2^-64:
+         * underflowed ones, below 2^-126, are nothing beside it), or the sum is not finite, the
+         * row is redone from its maximum: all -inf gives NaN, as torch. float32 takes the
+         * table's approximate exp (relative error 2.6e-6, beside the scores' own ~E eps). */
+        const int approx = esz == 4;
+        double l = 0.0;
+        if (j->mask) {
+            add_mask(j, b, i, 0, n, row);
+        } else {
+            const double c = fabs(j->scale) * norm2(j, qr + r * E * esz, E) * kmax;
+            l = j->ew->exp_sum(n, row, prow, c, approx);
+        }
+        if (!(l >= 0x1p-50 && l <= 0x1p100))
+            l = j->ew->exp_sum(n, row, prow, j->ew->reduce_row(n, row, PYTPP_EW_RED_MAX, 0),
+                               approx);
+        inv[r] = 1.0 / l;
+        if (n < s_end) memset(prow + n * esz, 0, (size_t)((s_end - n) * esz));
+        if (j->drop) drop_row(j, b, i, 0, n, prow);   /* after the sum: P's own rows */
     }
     char *orow = j->o + (b * j->L + i0) * Ev * esz;
     for (int64_t p = 0; p < pn->npv; ++p) {
         const int64_t w = imin(pw, Ev - p * pw), nv = cdiv(w, vl);
-        ukr1(j, mr, nv, w - (nv - 1) * vl, s_end, s, lds, vp + p * S * pw * esz, pw,
+        ukr1(j, mr, nv, w - (nv - 1) * vl, s_end, pr, lds, vp + p * S * pw * esz, pw,
              orow + p * pw * esz, Ev, 1.0);
+    }
+    for (int64_t r = 0; r < mr; ++r) {   /* the softmax's denominators */
+        char f[8];
+        pytpp_elem_put(esz, f, 0, inv[r]);
+        j->ew->binary[PYTPP_EW_MUL](Ev, orow + r * Ev * esz, f, orow + r * Ev * esz, 2);
     }
 }
 
@@ -267,7 +309,8 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
          * accumulator */
         const size_t kb = (size_t)((full ? pn.np * pn.pw : (S > 0 ? S : 1)) * E * esz) + 64;
         const size_t vb = full ? (size_t)(pn.npv * pn.pw * S * esz) + 64 : 0;
-        const size_t sb = (size_t)(full ? pn.mr * lds * esz : (ATT_BQ * ATT_BK + ATT_BQ * Ev) * esz);
+        const size_t sb = (size_t)(full ? 2 * pn.mr * lds * esz
+                                        : (ATT_BQ * ATT_BK + ATT_BQ * Ev) * esz);
         char *buf = malloc(kb + vb + sb + 256);   /* alignments and the accumulator's pad */
         double *ml = malloc(2 * ATT_BQ * sizeof(double));
         if (!buf || !ml) {
@@ -278,16 +321,22 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
             char *vp = kt + ((kb + 63) & ~(size_t)63), *s = vp + ((vb + 63) & ~(size_t)63);
             char *acc = s + ATT_BQ * ATT_BK * esz + 64;
             int64_t have = -1;
+            double kmax = 0.0;
             for (int64_t t = t0; t < t0 + len; ++t) {
                 const int64_t b = t / qblocks, i0 = (t % qblocks) * ATT_BQ;
                 const int64_t bq = L - i0 < ATT_BQ ? L - i0 : ATT_BQ;
                 if (full) {
-                    if (b != have) pack_kv(&j, &pn, b, kt, vp), have = b;
-                    const int64_t nrb = cdiv(bq, pn.mr);   /* near-equal blocks: 64 = 9 x 6 + 2 x 5 */
+                    if (b != have) {
+                        pack_kv(&j, &pn, b, kt, vp);
+                        kmax = key_norm_max(&j, b);
+                        have = b;
+                    }
+                    /* near-equal blocks: 64 = 9 x 6 + 2 x 5 */
+                    const int64_t nrb = cdiv(bq, pn.mr);
                     for (int64_t rb = 0; rb < nrb; ++rb) {
                         int64_t r0, mr;
                         pytpp_split(bq, nrb, rb, &r0, &mr);
-                        row_block_full(&j, &pn, b, i0 + r0, mr, kt, vp, s, lds);
+                        row_block_full(&j, &pn, b, i0 + r0, mr, kt, vp, s, lds, kmax);
                     }
                 } else {
                     if (b != have) transpose_k(&j, b, kt), have = b;
