@@ -1,5 +1,7 @@
-/* Tiled scaled dot-product attention (attention.h): BRGEMMs for the two products, the
- * element-wise row kernels for the online softmax. No ISA code here. */
+/* Fused scaled dot-product attention (attention.h), two loop structures: full score rows per
+ * register block of queries (micro-kernel calls on packed K and V, a one-pass softmax row
+ * kernel), and tiles with the online softmax (BRGEMMs, element-wise row kernels). No ISA code
+ * here. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,7 +12,8 @@
 #include "pytpp/philox.h"
 #include "pytpp/tuning.h"
 
-/* queries and keys per tile: a 64 x 128 score block and a 64-row accumulator stay in L1/L2 */
+/* queries per task (both structures); keys per tile: a 64 x 128 score block and a 64-row
+ * accumulator stay in L1/L2 */
 #define ATT_BQ 64
 #define ATT_BK 128
 
