@@ -20,13 +20,17 @@ cdef extern from "pytpp/attention.h" nogil:
                            int64_t batch, int64_t L, int64_t S, int64_t E, int64_t Ev,
                            const void *q, const void *k, const void *v, void *o,
                            const void *mask, int64_t msb, int64_t msl, int64_t mss, int causal,
-                           double scale, const pytpp_sdpa_dropout *drop, int nthreads)
+                           double scale, const pytpp_sdpa_dropout *drop, int path,
+                           int nthreads)
 
 
 def sdpa_forward(cnp.ndarray q, cnp.ndarray k, cnp.ndarray v, cnp.ndarray o, object mask,
                  int64_t msb, int64_t msl, int64_t mss, bint causal, double scale,
-                 uint64_t seed=0, uint32_t thresh=0, double keep=1.0):
-    """thresh > 0: dropout of the probabilities (attention.h's pytpp_sdpa_dropout)."""
+                 uint64_t seed=0, uint32_t thresh=0, double keep=1.0, int path=0):
+    """thresh > 0: dropout of the probabilities (attention.h's pytpp_sdpa_dropout). path: 0 picks
+    the loop structure, 1 keys in tiles (online softmax), 2 full score rows (attention.h)."""
+    if path not in (0, 1, 2):
+        raise ValueError(f"sdpa_forward: path must be 0, 1 or 2, got {path}")
     cdef int dt = PYTPP_F64 if cnp.PyArray_TYPE(q) == cnp.NPY_DOUBLE else PYTPP_F32
     cdef int isa = active_isa()
     cdef const pytpp_gemm_kernels *gk = level(isa).brgemm[dt]
@@ -46,6 +50,6 @@ def sdpa_forward(cnp.ndarray q, cnp.ndarray k, cnp.ndarray v, cnp.ndarray o, obj
     drop.keep = keep
     with nogil:
         err = pytpp_sdpa_forward(gk, ew, batch, L, S, E, Ev, pq, pk, pv, po, pm, msb, msl, mss,
-                                 causal, scale, &drop if thresh else NULL, nt)
+                                 causal, scale, &drop if thresh else NULL, path, nt)
     if err:
         raise MemoryError("pytpp.nn.scaled_dot_product_attention: no memory for the tiles")

@@ -104,9 +104,14 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike,
                                  dropout_p: float = 0.0, scale: float | None = None,
                                  seed: Any = None) -> Array:
     """``softmax(q @ k^T * scale + mask) @ v`` (``torch.nn.functional.scaled_dot_product_attention``),
-    fused in tiles: per block of 64 queries, the scores of one block of 128 keys at a time (a
-    BRGEMM), the online softmax's running maximum and sum rescaling the accumulator, and P @ V by
-    a second BRGEMM; memory O(L * Ev) per call plus one K^T per thread, never (L, S).
+    fused: per register block of queries (6 on AVX2), their scores against every key by the
+    BRGEMM micro-kernel on K^T packed into panels once per head, each row's softmax numerators
+    in one pass while it is in L1 (shifted by the bound ``|scale| norm(q_i) max_j norm(k_j)`` of
+    the row maximum, unless a mask is given), and P @ V as one product over all keys (V packed
+    alike), written once and divided by the sums; beyond S = 16384 keys, tiles of 64 queries x
+    128 keys with the online softmax. Memory O(L * Ev) per call plus O(S * (E + Ev)) per thread
+    (the packed K and V), never (L, S). float32 takes the exponentials from the approximate exp
+    (relative error 2.6e-6), as torch's CPU flash attention takes its exp_u20.
 
     Parameters
     ----------

@@ -5,8 +5,10 @@ Tolerances: outputs are convex combinations of v's rows with weights from exp of
 E-term dot products: float32 agrees with float64 within 2e-5 of max|v| (the dot products'
 ~E * eps relative error, times the softmax's sensitivity to score shifts of order 1, times
 |v|); float64 within 1e-12."""
+import functools
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -15,6 +17,18 @@ from hypothesis import given, settings, strategies as st
 import pytpp
 
 TOL = {np.float32: 2e-5, np.float64: 1e-12}
+
+
+@pytest.fixture(params=[1, 2], ids=["tiles", "full_rows"])
+def path(request, monkeypatch):
+    """Both loop structures of the forward (attention.h): keys in tiles with the online softmax,
+    and full score rows; the automatic choice takes full rows up to S = 16384, so the tiles would
+    otherwise go untested."""
+    from pytpp.nn import _attention as front
+    glue = front._attention
+    monkeypatch.setattr(front, "_attention", types.SimpleNamespace(
+        sdpa_forward=functools.partial(glue.sdpa_forward, path=request.param)))
+    return request.param
 
 
 def ref_sdpa(q, k, v, mask=None, causal=False, scale=None):
@@ -39,7 +53,7 @@ def close(y, ref, dtype, v):
 @pytest.mark.parametrize("L, S, E, Ev", [(1, 1, 32, 32), (7, 9, 64, 80), (129, 129, 64, 64),
                                          (200, 70, 80, 32), (3, 300, 128, 16)])
 @pytest.mark.parametrize("causal", [False, True])
-def test_sdpa(isa, threads, rng, dtype, L, S, E, Ev, causal):
+def test_sdpa(isa, threads, path, rng, dtype, L, S, E, Ev, causal):
     q = rng.standard_normal((2, 3, L, E)).astype(dtype)
     k = rng.standard_normal((2, 3, S, E)).astype(dtype)
     v = rng.standard_normal((2, 3, S, Ev)).astype(dtype)
@@ -48,7 +62,29 @@ def test_sdpa(isa, threads, rng, dtype, L, S, E, Ev, causal):
     close(y, ref_sdpa(q, k, v, causal=causal), dtype, v)
 
 
-def test_masks_and_broadcast(isa, rng):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("scale", [0.125, -0.3])
+def test_far_from_the_score_bound(isa, path, rng, dtype, scale):
+    """The full-row softmax shifts the scores by the bound |scale| |q_i| max_j |k_j| instead of
+    the row maximum; keys of large norm at right angles to the queries make that bound exceed the
+    largest score by ~800, where every exp(s - bound) underflows (float64 too): those rows are
+    redone from their maximum. Half the queries are long (loose bound), half short (bound close).
+    """
+    L, S, E = 20, 40, 16
+    q = rng.standard_normal((L, E))
+    q[: L // 2, 0] = 40.0
+    q[: L // 2, 1] = 0.0
+    k = rng.standard_normal((S, E))
+    k[0] = 0.0
+    k[0, 1] = 800.0 / (40.0 * abs(scale))     # orthogonal to the long queries
+    q, k = q.astype(dtype), k.astype(dtype)
+    v = rng.standard_normal((S, 8)).astype(dtype)
+    y = pytpp.nn.scaled_dot_product_attention(q, k, v, scale=scale)
+    assert np.isfinite(y).all()
+    close(y, ref_sdpa(q, k, v, scale=scale), dtype, v)
+
+
+def test_masks_and_broadcast(isa, path, rng):
     q = rng.standard_normal((2, 4, 17, 32))
     k = rng.standard_normal((1, 4, 23, 32))            # batch dim broadcasts
     v = rng.standard_normal((2, 1, 23, 8))
@@ -121,13 +157,19 @@ def test_hypothesis_shapes(L, S, E, seed):
     close(pytpp.nn.scaled_dot_product_attention(q, k, v), ref_sdpa(q, k, v), np.float64, v)
 
 
-def test_memory_does_not_grow_with_L_squared():
-    """L = S = 8192: an (L, S) float32 score matrix would take 256 MiB; the tiled forward's peak
-    RSS grows by its inputs and output (3 x 1 MiB) and per-thread tiles."""
-    code = """
-import resource, numpy as np, pytpp
+@pytest.mark.parametrize("n, path, limit", [(4096, 0, 24), (8192, 1, 64), (8192, 2, 64)])
+def test_memory_does_not_grow_with_L_squared(n, path, limit):
+    """L = S = 4096 and 8192: an (L, S) float32 score matrix would take 64 and 256 MiB; the
+    forward's peak RSS grows by its output (1/2 and 1 MiB) and per-thread buffers: packed K and V
+    (full rows, 2 x S x 32 floats: 1 MiB at 4096) or K^T and the tiles (path 1)."""
+    code = f"""
+import functools, resource, types, numpy as np, pytpp
+from pytpp.nn import _attention as front
+if {path}:
+    front._attention = types.SimpleNamespace(
+        sdpa_forward=functools.partial(front._attention.sdpa_forward, path={path}))
 rng = np.random.default_rng(0)
-q, k, v = (rng.standard_normal((1, 8192, 32)).astype(np.float32) for _ in range(3))
+q, k, v = (rng.standard_normal((1, {n}, 32)).astype(np.float32) for _ in range(3))
 pytpp.nn.scaled_dot_product_attention(q[:, :64], k[:, :64], v[:, :64])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 y = pytpp.nn.scaled_dot_product_attention(q, k, v)
@@ -135,7 +177,7 @@ after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print((after - before) // 1024)
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert int(r.stdout.split()[-1]) < 64, r.stdout
+    assert int(r.stdout.split()[-1]) < limit, r.stdout
 
 
 @pytest.mark.parametrize("call, exc, match", [
@@ -160,7 +202,7 @@ def test_bad_input(call, exc, match):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("causal", [False, True])
-def test_fused_dropout_is_dropout_of_the_probabilities(isa, rng, dtype, causal):
+def test_fused_dropout_is_dropout_of_the_probabilities(isa, path, rng, dtype, causal):
     B, H, L, S, E = 2, 2, 37, 130 if not causal else 37, 16
     q = rng.standard_normal((B, H, L, E)).astype(dtype)
     k = rng.standard_normal((B, H, S, E)).astype(dtype)

@@ -1,6 +1,9 @@
-/* Tiled scaled dot-product attention (attention.h): BRGEMMs for the two products, the
- * element-wise row kernels for the online softmax. No ISA code here. */
+/* Fused scaled dot-product attention (attention.h), two loop structures: full score rows per
+ * register block of queries (micro-kernel calls on packed K and V, a one-pass softmax row
+ * kernel), and tiles with the online softmax (BRGEMMs, element-wise row kernels). No ISA code
+ * here. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "pytpp/attention.h"
@@ -9,7 +12,8 @@
 #include "pytpp/philox.h"
 #include "pytpp/tuning.h"
 
-/* queries and keys per tile: a 64 x 128 score block and a 64-row accumulator stay in L1/L2 */
+/* queries per task (both structures); keys per tile: a 64 x 128 score block and a 64-row
+ * accumulator stay in L1/L2 */
 #define ATT_BQ 64
 #define ATT_BK 128
 
@@ -33,17 +37,32 @@ static void drop_row(const att_job *j, int64_t b, int64_t i, int64_t j0, int64_t
 {
     uint32_t w[ATT_BK];
     const pytpp_sdpa_dropout *dr = j->drop;
-    pytpp_philox_fill(w, bk, (uint64_t)((b * j->L + i) * j->S + j0), dr->seed);
-    if (j->esz == 8) {
-        double *r = (double *)row;
-        for (int64_t t = 0; t < bk; ++t) r[t] = w[t] >= dr->thresh ? r[t] * dr->keep : 0.0;
-    } else {
-        float *r = (float *)row;
-        const float keep = (float)dr->keep;
-        for (int64_t t = 0; t < bk; ++t) r[t] = w[t] >= dr->thresh ? r[t] * keep : 0.0f;
+    for (int64_t c0 = 0; c0 < bk; c0 += ATT_BK) {   /* the full-row path passes whole rows */
+        const int64_t n = imin(bk - c0, ATT_BK);
+        pytpp_philox_fill(w, n, (uint64_t)((b * j->L + i) * j->S + j0 + c0), dr->seed);
+        if (j->esz == 8) {
+            double *r = (double *)row + c0;
+            for (int64_t t = 0; t < n; ++t) r[t] = w[t] >= dr->thresh ? r[t] * dr->keep : 0.0;
+        } else {
+            float *r = (float *)row + c0;
+            const float keep = (float)dr->keep;
+            for (int64_t t = 0; t < n; ++t) r[t] = w[t] >= dr->thresh ? r[t] * keep : 0.0f;
+        }
     }
 }
 
+/* row[0, n) += the mask of query i, keys j0 ... j0 + n, batch entry b */
+static void add_mask(const att_job *j, int64_t b, int64_t i, int64_t j0, int64_t n, char *row)
+{
+    const int64_t esz = j->esz;
+    const char *mr = j->mask + (b * j->msb + i * j->msl + j0 * j->mss) * esz;
+    if (j->mss == 1)
+        j->ew->binary[PYTPP_EW_ADD](n, row, mr, row, 0);
+    else
+        for (int64_t t = 0; t < n; ++t)
+            pytpp_elem_put(esz, row, t, pytpp_elem_get(esz, row, t) +
+                                            pytpp_elem_get(esz, mr, t * j->mss));
+}
 
 /* c (m x n, ldc) = alpha * a (m x kk, lda) b (kk x n, ldb) + beta * c, one thread */
 static void gemm1(const att_job *j, int64_t m, int64_t n, int64_t kk, const char *a, int64_t lda,
@@ -73,15 +92,7 @@ static void query_block(const att_job *j, int64_t b, int64_t i0, int64_t bq, con
         for (int64_t r = 0; r < bq; ++r) {
             char *row = s + r * ATT_BK * esz;
             const int64_t i = i0 + r;
-            if (j->mask) {
-                const char *mr = j->mask + (b * j->msb + i * j->msl + j0 * j->mss) * esz;
-                if (j->mss == 1)
-                    j->ew->binary[PYTPP_EW_ADD](bk, row, mr, row, 0);
-                else
-                    for (int64_t t = 0; t < bk; ++t)
-                        pytpp_elem_put(esz, row, t, pytpp_elem_get(esz, row, t) +
-                                                        pytpp_elem_get(esz, mr, t * j->mss));
-            }
+            if (j->mask) add_mask(j, b, i, j0, bk, row);
             if (j->causal)
                 for (int64_t t = i + 1 - j0 > 0 ? i + 1 - j0 : 0; t < bk; ++t)
                     pytpp_elem_put(esz, row, t, -INFINITY);
@@ -133,11 +144,148 @@ static void transpose_k(const att_job *j, int64_t b, char *kt)
     if (j->esz == 8) ATT_TRANSPOSE(double); else ATT_TRANSPOSE(float);
 }
 
+/* ---- Full score rows. Per register block of query rows (6 with AVX2's 6 x 16 block): their
+ * scores against every key by one micro-kernel call per panel of K^T, the softmax numerators of
+ * each whole row in one pass while the rows are in L1 (no running maximum, no rescaling of an
+ * accumulator), P @ V as one product with k = S written once into o, and its rows divided by the
+ * sums. K and V are packed once per batch entry
+ * into panels one register block wide (kp: K^T's columns, vp: V's columns), so that each
+ * micro-kernel reads its B operand contiguously; read in place, K^T's rows lie 4 S bytes apart and
+ * map to a few L1 sets. Per thread: the panels, O(S (E + Ev)), and the block's score rows. */
+
+typedef struct att_panels {
+    int64_t pw, mr, np, npv;   /* panel width (columns of a register block), rows per block,
+                                * panels of K^T and of V */
+    int nv;                    /* vectors per panel */
+} att_panels;
+
+static att_panels panels_of(const att_job *j)
+{
+    const pytpp_gemm_kernels *gk = j->gk;
+    att_panels p = {.nv = gk->nv_main, .pw = (int64_t)gk->nv_main * gk->vl,
+                    .mr = gk->mr_max[gk->nv_main]};
+    p.np = cdiv(j->S, p.pw);
+    p.npv = cdiv(j->Ev, p.pw);
+    return p;
+}
+
+/* kp[p][e][c] = K[p pw + c][e] (the table's transpose kernel per panel) and
+ * vp[p][s][c] = V[s][p pw + c], zero past S or Ev */
+static void pack_kv(const att_job *j, const att_panels *pn, int64_t b, char *kp, char *vp)
+{
+    const int64_t S = j->S, E = j->E, Ev = j->Ev, pw = pn->pw, esz = j->esz;
+    const char *kb = j->k + b * S * E * esz, *vb = j->v + b * S * Ev * esz;
+    for (int64_t p = 0; p < pn->np; ++p) {
+        const int64_t w = imin(pw, S - p * pw);
+        char *d = kp + p * E * pw * esz;
+        j->ew->transpose(w, E, kb + p * pw * E * esz, E, d, pw);
+        if (w < pw)
+            for (int64_t e = 0; e < E; ++e)
+                memset(d + (e * pw + w) * esz, 0, (size_t)((pw - w) * esz));
+    }
+    for (int64_t p = 0; p < pn->npv; ++p) {
+        const int64_t c0 = p * pw, w = imin(pw, Ev - c0);
+        char *d = vp + p * S * pw * esz;
+        const char *src = vb + c0 * esz;
+        for (int64_t s = 0; s < S; ++s) {
+            memcpy(d + s * pw * esz, src + s * Ev * esz, (size_t)(w * esz));
+            if (w < pw) memset(d + (s * pw + w) * esz, 0, (size_t)((pw - w) * esz));
+        }
+    }
+}
+
+/* c (mr x nv vectors, ldc) = alpha a (mr x k, rows rsa apart) b (k x nv vectors, packed panel) */
+static inline void ukr1(const att_job *j, int64_t mr, int64_t nv, int64_t n_last, int64_t k,
+                        const char *a, int64_t rsa, const char *b, int64_t ldb, char *c,
+                        int64_t ldc, double alpha)
+{
+    const void *ap[2] = {a, a}, *bp[2] = {b, b};
+    j->gk->ukr[nv - 1][mr - 1][n_last != j->gk->vl](k, 1, ap, 0, rsa, 1, bp, 0, ldb, c, ldc,
+                                                     alpha, 0.0, n_last);
+}
+
+/* Euclidean norm of the n elements at x (the table's sum of squares) */
+static double norm2(const att_job *j, const char *x, int64_t n)
+{
+    return sqrt(j->ew->reduce_row(n, x, PYTPP_EW_RED_SUM, 1));
+}
+
+/* The largest norm of the rows of K of batch entry b: scale |q_i| times it bounds the scores of
+ * query i (Cauchy-Schwarz) */
+static double key_norm_max(const att_job *j, int64_t b)
+{
+    double mx = 0.0;
+    for (int64_t t = 0; t < j->S; ++t) {
+        const double nk = norm2(j, j->k + (b * j->S + t) * j->E * j->esz, j->E);
+        mx = nk > mx || nk != nk ? nk : mx;
+    }
+    return mx;
+}
+
+/* Queries [i0, i0 + mr) of batch entry b (one register block of rows); s: their mr x lds
+ * scores, then as many rows of numerators exp(s - shift); kmax: key_norm_max of b */
+static void row_block_full(const att_job *j, const att_panels *pn, int64_t b, int64_t i0,
+                           int64_t mr, const char *kp, const char *vp, char *s, int64_t lds,
+                           double kmax)
+{
+    const int64_t esz = j->esz, S = j->S, E = j->E, Ev = j->Ev, pw = pn->pw;
+    const int64_t vl = j->gk->vl;
+    const char *qr = j->q + (b * j->L + i0) * E * esz;
+    char *pr = s + mr * lds * esz;
+    /* causal: keys beyond the block's last query are never kept */
+    const int64_t s_end = j->causal ? imin(S, i0 + mr) : S;
+    for (int64_t p = 0; p < cdiv(s_end, pw); ++p)
+        ukr1(j, mr, pn->nv, vl, E, qr, E, kp + p * E * pw * esz, pw, s + p * pw * esz, lds,
+             j->scale);
+    double inv[PYTPP_MR_MAX];
+    for (int64_t r = 0; r < mr; ++r) {
+        char *row = s + r * lds * esz, *prow = pr + r * lds * esz;
+        const int64_t i = i0 + r, n = j->causal ? imin(i + 1, S) : S;
+        /* The softmax's shift: any value near the row's maximum. Without a mask, the bound
+         * |scale| |q_i| max_j |k_j| saves the pass that finds the maximum; where it is loose
+         * enough that the numerators' sum drops below 2^-50 (their largest then below 2^-64:
+         * underflowed ones, below 2^-126, are nothing beside it), or the sum is not finite, the
+         * row is redone from its maximum: all -inf gives NaN, as torch. float32 takes the
+         * table's approximate exp (relative error 2.6e-6, beside the scores' own ~E eps). */
+        const int approx = esz == 4;
+        double l = 0.0;
+        if (j->mask) {
+            add_mask(j, b, i, 0, n, row);
+        } else {
+            const double c = fabs(j->scale) * norm2(j, qr + r * E * esz, E) * kmax;
+            l = j->ew->exp_sum(n, row, prow, c, approx);
+        }
+        if (!(l >= 0x1p-50 && l <= 0x1p100))
+            l = j->ew->exp_sum(n, row, prow, j->ew->reduce_row(n, row, PYTPP_EW_RED_MAX, 0),
+                               approx);
+        inv[r] = 1.0 / l;
+        if (n < s_end) memset(prow + n * esz, 0, (size_t)((s_end - n) * esz));
+        if (j->drop) drop_row(j, b, i, 0, n, prow);   /* after the sum: P's own rows */
+    }
+    char *orow = j->o + (b * j->L + i0) * Ev * esz;
+    for (int64_t p = 0; p < pn->npv; ++p) {
+        const int64_t w = imin(pw, Ev - p * pw), nv = cdiv(w, vl);
+        ukr1(j, mr, nv, w - (nv - 1) * vl, s_end, pr, lds, vp + p * S * pw * esz, pw,
+             orow + p * pw * esz, Ev, 1.0);
+    }
+    for (int64_t r = 0; r < mr; ++r) {   /* the softmax's denominators */
+        char f[8];
+        pytpp_elem_put(esz, f, 0, inv[r]);
+        j->ew->binary[PYTPP_EW_MUL](Ev, orow + r * Ev * esz, f, orow + r * Ev * esz, 2);
+    }
+}
+
+/* Auto picks full rows up to this many keys: measured faster than the tiles at every length up
+ * to there (1 thread, E = Ev = 64: 1.26x at 4096, 1.37x at 8192, 1.48x at 16384; the panels,
+ * 512 bytes a key, then come from L3). Beyond, unmeasured, the tiles keep the per-thread
+ * buffers at K^T's size. */
+#define ATT_FULL_MAX_S 16384
+
 int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew, int64_t batch,
                        int64_t L, int64_t S, int64_t E, int64_t Ev, const void *q, const void *k,
                        const void *v, void *o, const void *mask, int64_t msb, int64_t msl,
                        int64_t mss, int causal, double scale, const pytpp_sdpa_dropout *drop,
-                       int nthreads)
+                       int path, int nthreads)
 {
     if (batch <= 0 || L <= 0 || Ev <= 0) return 0;
     const int64_t esz = ew->dtype == PYTPP_EW_F64 ? 8 : 4;
@@ -145,6 +293,12 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
                        .dtype = esz == 8 ? PYTPP_F64 : PYTPP_F32, .q = q, .k = k, .v = v,
                        .mask = mask, .o = o, .msb = msb, .msl = msl, .mss = mss,
                        .causal = causal, .scale = scale, .drop = drop};
+    const att_panels pn = panels_of(&j);
+    /* no keys: the tiled path's empty sums give the NaN rows */
+    const int full = S > 0 && (path == PYTPP_SDPA_FULL_ROWS ||
+                               (path == PYTPP_SDPA_AUTO && S <= ATT_FULL_MAX_S));
+    /* a 64-byte pad between score rows: rows a power of two apart share L1 sets */
+    const int64_t lds = pn.np * pn.pw + 64 / esz;
     const int64_t qblocks = (L + ATT_BQ - 1) / ATT_BQ, tasks = batch * qblocks;
     int nt = nthreads < 1 ? 1 : nthreads;
     if ((double)batch * L * S * (E + Ev) * 2.0 < (double)(1 << 20)) nt = 1;
@@ -154,19 +308,43 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
     {
         int64_t t0, len;
         pytpp_thread_part(tasks, &t0, &len);
-        const size_t kt_bytes = (size_t)(E * (S > 0 ? S : 1) * esz) + 64;
-        char *buf = malloc(kt_bytes + (size_t)(ATT_BQ * ATT_BK + ATT_BQ * Ev) * esz + 128);
+        /* full: packed K, packed V, a row block's scores; tiled: K^T, the scores, the
+         * accumulator */
+        const size_t kb = (size_t)((full ? pn.np * pn.pw : (S > 0 ? S : 1)) * E * esz) + 64;
+        const size_t vb = full ? (size_t)(pn.npv * pn.pw * S * esz) + 64 : 0;
+        const size_t sb = (size_t)(full ? 2 * pn.mr * lds * esz
+                                        : (ATT_BQ * ATT_BK + ATT_BQ * Ev) * esz);
+        char *buf = malloc(kb + vb + sb + 256);   /* alignments and the accumulator's pad */
         double *ml = malloc(2 * ATT_BQ * sizeof(double));
         if (!buf || !ml) {
             err |= 1;
         } else {
-            char *kt = buf, *s = buf + kt_bytes, *acc = s + ATT_BQ * ATT_BK * esz + 64;
+            /* each buffer on a cache line */
+            char *kt = (char *)(((uintptr_t)buf + 63) & ~(uintptr_t)63);
+            char *vp = kt + ((kb + 63) & ~(size_t)63), *s = vp + ((vb + 63) & ~(size_t)63);
+            char *acc = s + ATT_BQ * ATT_BK * esz + 64;
             int64_t have = -1;
+            double kmax = 0.0;
             for (int64_t t = t0; t < t0 + len; ++t) {
                 const int64_t b = t / qblocks, i0 = (t % qblocks) * ATT_BQ;
-                if (b != have) transpose_k(&j, b, kt), have = b;
-                query_block(&j, b, i0, L - i0 < ATT_BQ ? L - i0 : ATT_BQ, kt, s, acc, ml,
-                            ml + ATT_BQ);
+                const int64_t bq = L - i0 < ATT_BQ ? L - i0 : ATT_BQ;
+                if (full) {
+                    if (b != have) {
+                        pack_kv(&j, &pn, b, kt, vp);
+                        kmax = key_norm_max(&j, b);
+                        have = b;
+                    }
+                    /* near-equal blocks: 64 = 9 x 6 + 2 x 5 */
+                    const int64_t nrb = cdiv(bq, pn.mr);
+                    for (int64_t rb = 0; rb < nrb; ++rb) {
+                        int64_t r0, mr;
+                        pytpp_split(bq, nrb, rb, &r0, &mr);
+                        row_block_full(&j, &pn, b, i0 + r0, mr, kt, vp, s, lds, kmax);
+                    }
+                } else {
+                    if (b != have) transpose_k(&j, b, kt), have = b;
+                    query_block(&j, b, i0, bq, kt, s, acc, ml, ml + ATT_BQ);
+                }
             }
         }
         free(buf);

@@ -69,6 +69,11 @@ typedef void (*pytpp_ew_softmax_fn)(int64_t n, const void *x, void *y, int appro
  * through buf (2 n elements), overlapped with the next row's math. */
 typedef void (*pytpp_ew_softmax_rows_fn)(int64_t m, int64_t n, const void *x, int64_t ldx,
                                          void *y, int64_t ldy, void *buf, int approx);
+/* A softmax's numerators, one pass: y = exp(x - shift) over a row (approx: the approximate exp,
+ * float32), their sum returned; the caller picks shift (no less than about max x, lest exp
+ * overflow) and divides by the sum later (attention: on the rows of P @ V). */
+typedef double (*pytpp_ew_exp_sum_fn)(int64_t n, const void *x, void *y, double shift,
+                                      int approx);
 /* Reductions: scalar of a row (reduce over columns), or acc[j] = op(acc[j], f(x[j])) (over rows);
  * squared: reduce x*x. */
 typedef double (*pytpp_ew_reduce_row_fn)(int64_t n, const void *x, int op, int squared);
@@ -108,6 +113,7 @@ typedef struct pytpp_ew_kernels {
     pytpp_ew_softmax_fn softmax;
     /* rows beyond the caches; buf holds PYTPP_EW_SOFTMAX_BUF_BYTES(n, element size) */
     pytpp_ew_softmax_rows_fn softmax_rows_nt;
+    pytpp_ew_exp_sum_fn exp_sum;
     pytpp_ew_reduce_row_fn reduce_row;
     pytpp_ew_reduce_acc_fn reduce_acc;
     pytpp_ew_transpose_fn transpose;
