@@ -136,7 +136,8 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike,
     Returns
     -------
     ndarray
-        (..., L, Ev) in q's dtype. A query whose every key is masked gives NaN, as torch's.
+        (..., L, Ev) in q's dtype. A query whose every key is masked gives zeros (and no
+        gradient), as torch's safe softmax does (torch >= 2.5).
 
     Examples
     --------

@@ -39,9 +39,11 @@ def ref_sdpa(q, k, v, mask=None, causal=False, scale=None):
         s = np.where(np.tril(np.ones((L, S), bool)), s, -np.inf)
     if mask is not None:
         s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
-    with np.errstate(invalid="ignore"):
-        p = np.exp(s - s.max(-1, keepdims=True))
-        p /= p.sum(-1, keepdims=True)
+    # torch's safe softmax: a row whose every score is -inf has probabilities 0
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - np.where(m == -np.inf, 0.0, m))
+    den = p.sum(-1, keepdims=True)
+    p /= np.where(den == 0, 1.0, den)
     return p @ v
 
 
@@ -89,11 +91,13 @@ def test_masks_and_broadcast(isa, path, rng):
     k = rng.standard_normal((1, 4, 23, 32))            # batch dim broadcasts
     v = rng.standard_normal((2, 1, 23, 8))
     bmask = rng.random((17, 23)) > 0.4
-    bmask[3] = False                                     # a query with every key masked: NaN
+    bmask[3] = False                                     # a query with every key masked: 0
     y = pytpp.nn.scaled_dot_product_attention(q, k, v, bmask)
     ref = ref_sdpa(q, k, v, bmask)
-    assert np.isnan(y[..., 3, :]).all() and np.isnan(ref[..., 3, :]).all()
-    close(np.nan_to_num(y), np.nan_to_num(ref), np.float64, v)
+    assert (y[..., 3, :] == 0).all() and (ref[..., 3, :] == 0).all()
+    close(y, ref, np.float64, v)
+    fm = np.where(bmask, 0.0, -np.inf)                  # the same mask, additive
+    close(pytpp.nn.scaled_dot_product_attention(q, k, v, fm), ref, np.float64, v)
     fmask = rng.standard_normal((2, 1, 17, 1))          # additive, broadcast over keys
     close(pytpp.nn.scaled_dot_product_attention(q, k, v, fmask, scale=0.3),
           ref_sdpa(q, k, v, fmask, scale=0.3), np.float64, v)
@@ -123,15 +127,18 @@ def test_backward_matches_torch(rng, L, S, masking):
     q, k = rng.standard_normal((2, 3, L, 16)), rng.standard_normal((2, 3, S, 16))
     v, g = rng.standard_normal((2, 3, S, 8)), rng.standard_normal((2, 3, L, 8))
     mask = {"bool": rng.random((L, S)) > 0.3, "float": rng.standard_normal((2, 1, L, S))}.get(masking)
+    if masking == "bool":
+        mask[L // 2] = False                # a query with every key masked: zeros, no gradient
     causal = masking == "causal"
     tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
-    torch.nn.functional.scaled_dot_product_attention(
-        tq, tk, tv, attn_mask=None if mask is None else torch.tensor(mask),
-        is_causal=causal).backward(torch.tensor(g))
+    ty = torch.nn.functional.scaled_dot_product_attention(
+        tq, tk, tv, attn_mask=None if mask is None else torch.tensor(mask), is_causal=causal)
+    ty.backward(torch.tensor(g))
+    y = pytpp.nn.scaled_dot_product_attention(q, k, v, mask, is_causal=causal)
+    np.testing.assert_allclose(y, ty.detach().numpy(), atol=1e-10)
     grads = pytpp.nn.scaled_dot_product_attention_backward(g, q, k, v, mask, is_causal=causal)
     for ours, theirs in zip(grads, (tq.grad, tk.grad, tv.grad)):
-        np.testing.assert_allclose(np.nan_to_num(ours), np.nan_to_num(theirs.numpy()),
-                                   atol=1e-10)
+        np.testing.assert_allclose(ours, theirs.numpy(), atol=1e-10)
 
 
 def test_backward_float32_and_broadcast(isa, rng):

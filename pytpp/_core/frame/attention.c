@@ -122,8 +122,8 @@ static void query_block(const att_job *j, int64_t b, int64_t i0, int64_t bq, con
     char *ob = j->o + (b * j->L + i0) * Ev * esz;
     for (int64_t r = 0; r < bq; ++r) {
         char inv[8];
-        /* l == 0 (every key masked): NaN, as softmax gives */
-        pytpp_elem_put(esz, inv, 0, l[r] == 0.0 ? NAN : 1.0 / l[r]);
+        /* l == 0 (every key masked, or no keys): zeros, as torch's safe softmax gives */
+        pytpp_elem_put(esz, inv, 0, l[r] == 0.0 ? 0.0 : 1.0 / l[r]);
         j->ew->binary[PYTPP_EW_MUL](Ev, acc + r * Ev * esz, inv, ob + r * Ev * esz, 2);
     }
 }
@@ -245,7 +245,8 @@ static void row_block_full(const att_job *j, const att_panels *pn, int64_t b, in
          * |scale| |q_i| max_j |k_j| saves the pass that finds the maximum; where it is loose
          * enough that the numerators' sum drops below 2^-50 (their largest then below 2^-64:
          * underflowed ones, below 2^-126, are nothing beside it), or the sum is not finite, the
-         * row is redone from its maximum: all -inf gives NaN, as torch. float32 takes the
+         * row is redone from its maximum (a row all -inf gives zeros, as torch's safe
+         * softmax). float32 takes the
          * table's approximate exp (relative error 2.6e-6, beside the scores' own ~E eps). */
         const int approx = esz == 4;
         double l = 0.0;
@@ -255,9 +256,15 @@ static void row_block_full(const att_job *j, const att_panels *pn, int64_t b, in
             const double c = fabs(j->scale) * norm2(j, qr + r * E * esz, E) * kmax;
             l = j->ew->exp_sum(n, row, prow, c, approx);
         }
-        if (!(l >= 0x1p-50 && l <= 0x1p100))
-            l = j->ew->exp_sum(n, row, prow, j->ew->reduce_row(n, row, PYTPP_EW_RED_MAX, 0),
-                               approx);
+        if (!(l >= 0x1p-50 && l <= 0x1p100)) {
+            const double mx = j->ew->reduce_row(n, row, PYTPP_EW_RED_MAX, 0);
+            if (mx == -INFINITY) {   /* every key masked: zeros, as torch's safe softmax */
+                memset(prow, 0, (size_t)(n * esz));
+                l = INFINITY;
+            } else {
+                l = j->ew->exp_sum(n, row, prow, mx, approx);
+            }
+        }
         inv[r] = 1.0 / l;
         if (n < s_end) memset(prow + n * esz, 0, (size_t)((s_end - n) * esz));
         if (j->drop) drop_row(j, b, i, 0, n, prow);   /* after the sum: P's own rows */
@@ -294,7 +301,7 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
                        .mask = mask, .o = o, .msb = msb, .msl = msl, .mss = mss,
                        .causal = causal, .scale = scale, .drop = drop};
     const att_panels pn = panels_of(&j);
-    /* no keys: the tiled path's empty sums give the NaN rows */
+    /* no keys: the tiled path's empty sums give the zero rows */
     const int full = S > 0 && (path == PYTPP_SDPA_FULL_ROWS ||
                                (path == PYTPP_SDPA_AUTO && S <= ATT_FULL_MAX_S));
     /* a 64-byte pad between score rows: rows a power of two apart share L1 sets */

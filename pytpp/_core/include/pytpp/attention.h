@@ -32,7 +32,7 @@ typedef struct pytpp_sdpa_dropout {
 /* q (batch, L, E), k (batch, S, E), v (batch, S, Ev), o (batch, L, Ev): C-contiguous, of the
  * tables' dtype. mask: additive scores (NULL for none) read at
  * mask[b * msb + i * msl + j * mss] (element strides; 0 broadcasts). causal: key j is kept for
- * query i when j <= i. A row whose every key is masked gives NaN, as softmax of all -inf does.
+ * query i when j <= i. A row whose every key is masked gives zeros (torch's safe softmax).
  * path: PYTPP_SDPA_AUTO, or one of the two loop structures (tests run both on small shapes):
  * PYTPP_SDPA_TILES (keys in tiles of 128, online softmax; per thread K^T of one batch entry) or
  * PYTPP_SDPA_FULL_ROWS (a register block of queries against all keys at once, one P @ V product;
