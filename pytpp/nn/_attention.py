@@ -304,15 +304,16 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
         if drop[1]:
             keep = _keep_factors(batch, L, S, i0, i1, drop, cdt)
             pd = p * keep                                             # the probabilities V saw
-        o = linalg.matmul(pd, vf)
         dv += linalg.matmul(np.swapaxes(pd, 1, 2), gf[:, i0:i1])
         ds = linalg.matmul(gf[:, i0:i1], vt)                          # dP, then dS in place
         if drop[1]:
             ds *= keep
-        ds -= np.einsum("bld,bld->bl", gf[:, i0:i1], o)[..., None]
+        # rowsum(dO * O) as rowsum(dP * P): O = P V is not formed again
+        ds -= np.einsum("bls,bls->bl", ds, p)[..., None]
         ds *= p
-        ds *= cdt.type(s)
+        # the scale goes on the (bq, E) and (S, E) products, not on the (bq, S) block
         dq[:, i0:i1] = linalg.matmul(ds, kf)
+        dq[:, i0:i1] *= cdt.type(s)
         dk += linalg.matmul(np.swapaxes(ds, 1, 2), qf[:, i0:i1])
 
     def unflat(d, a, rows, cols):
@@ -323,4 +324,5 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
         if axes:
             d = d.sum(axis=axes, keepdims=True)
         return d.astype(q.dtype, copy=False)
+    dk *= cdt.type(s)
     return unflat(dq, q, L, E), unflat(dk, k, S, E), unflat(dv, v, S, Ev)
