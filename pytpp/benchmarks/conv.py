@@ -15,9 +15,9 @@ domain, thesis 002 ch. 5) at N = 1 and N = 8, NHWC: algorithm="yaconv", "brgemm"
 interleaved in one run, torch beside them; its summary gives brgemm's time over yaconv's per
 layer (above 1: yaconv faster), the figures behind conv2d's "auto" rule.
 
-A "pool" group times max_pool2d / avg_pool2d forward (ResNet-50's 3x3/2 stem pool, a 2x2/2 average
-pool, the 7x7 global average pool) in both formats against torch in both, in GB/s of input read
-plus output written (% of the measured copy bandwidth).
+A "pool" group times max_pool2d / avg_pool2d forward and backward (ResNet-50's 3x3/2 stem pool, a
+2x2/2 average pool, the 7x7 global average pool) in both formats against torch in both (backward:
+torch's autograd), in GB/s of the arrays read and written (% of the measured copy bandwidth).
 """
 import math
 
@@ -159,6 +159,23 @@ def _pool(h, threads, case):
     nbytes = 4.0 * N * C * (H * H + P * P)
     h.compare(f"{name} N={N} pool", threads, nbytes, "GB/s", "copy_gbs", impls,
               flops=N * C * P * P * k * k)
+    # backward: pytpp reads x again (its maximum found anew), torch's autograd reuses the
+    # forward's saved indices; bytes: x (max only), grad_out and grad_x
+    g = rng.standard_normal((N, C, P, P)).astype(np.float32)
+    gh = np.ascontiguousarray(g.transpose(0, 2, 3, 1))
+    b = nn.max_pool2d_backward if op == "max" else nn.avg_pool2d_backward
+    impls = [("pytpp NHWC", lambda: b(gh, xh, k, s, p, data_format="NHWC")),
+             ("pytpp NCHW", lambda: b(g, x, k, s, p))]
+    if torch is not None:
+        tg = torch.from_numpy(g)
+        txr = torch.from_numpy(x).requires_grad_(True)
+        txcr = torch.from_numpy(x).contiguous(memory_format=torch.channels_last).requires_grad_(True)
+        ty, tyc = tf(txr, k, s, p), tf(txcr, k, s, p)
+        tgc = tg.contiguous(memory_format=torch.channels_last)
+        impls += [("torch NCHW", lambda: torch.autograd.grad(ty, txr, tg, retain_graph=True)),
+                  ("torch NHWC", lambda: torch.autograd.grad(tyc, txcr, tgc, retain_graph=True))]
+    nbytes = 4.0 * N * C * ((2 if op == "max" else 1) * H * H + P * P)
+    h.compare(f"{name} N={N} pool backward", threads, nbytes, "GB/s", "copy_gbs", impls)
 
 
 def _summary(h, what, summary):
