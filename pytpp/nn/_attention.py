@@ -264,7 +264,6 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
     array([[1.],
            [1.]])
     """
-    from pytpp import linalg, nn
     fn = "pytpp.nn.scaled_dot_product_attention_backward"
     q, k, v, lead = _qkv(q, k, v, fn)
     drop = _dropout_args(dropout_p, seed, fn)
@@ -277,13 +276,52 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
         raise ValueError(f"{fn}: grad_out has shape {g.shape}; expected {lead + (L, Ev)}")
     s = 1.0 / math.sqrt(E) if scale is None else float(scale)
     cdt = _validate.F64 if q.dtype == _validate.F64 else _validate.F32
-    mask, _ = _mask(attn_mask, lead, L, S, cdt, fn)
+    mask, (msb, msl, mss) = _mask(attn_mask, lead, L, S, cdt, fn)
     batch = math.prod(lead)
 
     def flat(a, rows, cols):
         return np.ascontiguousarray(np.broadcast_to(a, lead + (rows, cols)), dtype=cdt).reshape(
             batch, rows, cols)
     qf, kf, vf, gf = flat(q, L, E), flat(k, S, E), flat(v, S, Ev), flat(g, L, Ev)
+    if _bwd_in_c(L, S, E, Ev):
+        dq = np.empty((batch, L, E), cdt)
+        dk = np.empty((batch, S, E), cdt)
+        dv = np.empty((batch, S, Ev), cdt)
+        _attention.sdpa_backward(gf, qf, kf, vf, dq, dk, dv, mask, msb, msl, mss,
+                                 bool(is_causal), s, *drop)
+    else:
+        dq, dk, dv = _backward_blocks(gf, qf, kf, vf, mask, bool(is_causal), s, drop, cdt)
+
+    def unflat(d, a, rows, cols):
+        d = d.reshape(lead + (rows, cols))
+        extra = len(lead) - (a.ndim - 2)
+        d = d.sum(axis=tuple(range(extra))) if extra else d
+        axes = tuple(i for i, n in enumerate(a.shape[:-2]) if n == 1 and d.shape[i] != 1)
+        if axes:
+            d = d.sum(axis=axes, keepdims=True)
+        return d.astype(q.dtype, copy=False)
+    return unflat(dq, q, L, E), unflat(dk, k, S, E), unflat(dv, v, S, Ev)
+
+
+# The C backward keeps P and dS of one batch entry per thread, (L x S) each: up to this many
+# elements (2 x 64 MiB in float32); beyond, the numpy blocks below (O(128 S) per batch entry).
+_BWD_C_MAX_LS = 4096 * 4096
+# tests set it to "numpy" or "c" to run one path on every shape
+_BWD_PATH = "auto"
+
+
+def _bwd_in_c(L, S, E, Ev):
+    if _BWD_PATH == "numpy" or E == 0 or Ev == 0:
+        return False
+    return _BWD_PATH == "c" or L * S <= _BWD_C_MAX_LS
+
+
+def _backward_blocks(gf, qf, kf, vf, mask, is_causal, s, drop, cdt):
+    """The numpy reference of the backward on (batch, rows, features) operands: blocks of 128
+    queries through pytpp.matmul -> (dq, dk, dv)."""
+    from pytpp import linalg, nn
+    batch, L, E = qf.shape
+    S, Ev = vf.shape[1:]
     dq = np.zeros((batch, L, E), cdt)
     dk = np.zeros((batch, S, E), cdt)
     dv = np.zeros((batch, S, Ev), cdt)
@@ -316,13 +354,5 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
         dq[:, i0:i1] *= cdt.type(s)
         dk += linalg.matmul(np.swapaxes(ds, 1, 2), qf[:, i0:i1])
 
-    def unflat(d, a, rows, cols):
-        d = d.reshape(lead + (rows, cols))
-        extra = len(lead) - (a.ndim - 2)
-        d = d.sum(axis=tuple(range(extra))) if extra else d
-        axes = tuple(i for i, n in enumerate(a.shape[:-2]) if n == 1 and d.shape[i] != 1)
-        if axes:
-            d = d.sum(axis=axes, keepdims=True)
-        return d.astype(q.dtype, copy=False)
     dk *= cdt.type(s)
-    return unflat(dq, q, L, E), unflat(dk, k, S, E), unflat(dv, v, S, Ev)
+    return dq, dk, dv

@@ -27,7 +27,8 @@ def path(request, monkeypatch):
     from pytpp.nn import _attention as front
     glue = front._attention
     monkeypatch.setattr(front, "_attention", types.SimpleNamespace(
-        sdpa_forward=functools.partial(glue.sdpa_forward, path=request.param)))
+        sdpa_forward=functools.partial(glue.sdpa_forward, path=request.param),
+        sdpa_backward=glue.sdpa_backward))
     return request.param
 
 

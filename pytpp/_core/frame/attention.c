@@ -359,3 +359,174 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
     }
     return err ? -1 : 0;
 }
+
+/* ---- Backward (pytpp_sdpa_backward). Per batch entry, two phases:
+ * 1. rows: per register block of queries, the scores against every key (micro-kernel calls on
+ *    K^T packed into panels, as the forward), P = softmax (safe), dP = dO V^T (V^T packed
+ *    alike), the dropout keep bits drawn once per row, D = rowsum(dP keep * P) (= rowsum(dO O)),
+ *    dS = P (dP keep - D) and P keep, both stored for the whole entry: (L x S) each, per thread;
+ * 2. products: dQ = scale dS K, dK = scale dS^T Q, dV = (P keep)^T dO, three BRGEMMs with k = S
+ *    or L (the transposed A read with strides (1, lds): the driver packs it).
+ * Threads take whole batch entries: each writes its own dK and dV, no reduction. */
+
+/* dst[p][e][c] = src[p pw + c][e] for src (rows x cols): panels of src^T, zero past rows */
+static void pack_t(const att_job *j, int64_t pw, int64_t np, int64_t rows, int64_t cols,
+                   const char *src, char *dst)
+{
+    const int64_t esz = j->esz;
+    for (int64_t p = 0; p < np; ++p) {
+        const int64_t w = imin(pw, rows - p * pw);
+        char *d = dst + p * cols * pw * esz;
+        j->ew->transpose(w, cols, src + p * pw * cols * esz, cols, d, pw);
+        if (w < pw)
+            for (int64_t e = 0; e < cols; ++e)
+                memset(d + (e * pw + w) * esz, 0, (size_t)((pw - w) * esz));
+    }
+}
+
+/* c (m x n, ldc) = alpha a (m x kk, strides rsa, csa) b (kk x n, ldb), one thread */
+static void gemm_strided(const att_job *j, int64_t m, int64_t n, int64_t kk, const char *a,
+                         int64_t rsa, int64_t csa, const char *b, int64_t ldb, char *c,
+                         int64_t ldc, double alpha)
+{
+    const pytpp_gemm_desc d = {.m = m, .n = n, .k = kk, .rsa = rsa, .csa = csa, .ldb = ldb,
+                               .csb = 1, .ldc = ldc, .dtype = j->dtype, .alpha = alpha,
+                               .beta = 0.0};
+    const pytpp_batch bt = {.mode = PYTPP_BATCH_STRIDE, .count = 1};
+    pytpp_brgemm(j->gk, NULL, &d, a, b, c, &bt, 1);
+}
+
+typedef struct att_bwd_bufs {
+    char *kp, *vp;      /* K^T and V^T in panels */
+    char *p, *ds;       /* (L x lds): P (then P keep), the scores (then dP, then dS) */
+    uint8_t *bits;      /* one row's keep bits */
+    int64_t lds;
+} att_bwd_bufs;
+
+/* Phase 1 for queries [i0, i0 + mr) of batch entry b */
+static void bwd_row_block(const att_job *j, const att_panels *pn, const att_bwd_bufs *bf,
+                          int64_t b, int64_t i0, int64_t mr, const char *go, double kmax)
+{
+    const int64_t esz = j->esz, S = j->S, E = j->E, Ev = j->Ev, pw = pn->pw, lds = bf->lds;
+    const int64_t vl = j->gk->vl;
+    const char *qr = j->q + (b * j->L + i0) * E * esz;
+    const char *gr = go + (b * j->L + i0) * Ev * esz;
+    char *sc = bf->ds + i0 * lds * esz, *pr = bf->p + i0 * lds * esz;
+    const int64_t s_end = j->causal ? imin(S, i0 + mr) : S;
+    const int64_t npe = cdiv(s_end, pw);
+    for (int64_t p = 0; p < npe; ++p)
+        ukr1(j, mr, pn->nv, vl, E, qr, E, bf->kp + p * E * pw * esz, pw, sc + p * pw * esz,
+             lds, j->scale);
+    const int approx = esz == 4;
+    for (int64_t r = 0; r < mr; ++r) {   /* P, as the forward's full rows */
+        char *row = sc + r * lds * esz, *prow = pr + r * lds * esz;
+        const int64_t i = i0 + r, n = j->causal ? imin(i + 1, S) : S;
+        double l = 0.0;
+        if (j->mask) {
+            add_mask(j, b, i, 0, n, row);
+        } else {
+            const double c = fabs(j->scale) * norm2(j, qr + r * E * esz, E) * kmax;
+            l = j->ew->exp_sum(n, row, prow, c, approx);
+        }
+        if (!(l >= 0x1p-50 && l <= 0x1p100)) {
+            const double mx = j->ew->reduce_row(n, row, PYTPP_EW_RED_MAX, 0);
+            if (mx == -INFINITY) {   /* every key masked: P = 0, no gradient */
+                memset(prow, 0, (size_t)(n * esz));
+                l = INFINITY;
+            } else {
+                l = j->ew->exp_sum(n, row, prow, mx, approx);
+            }
+        }
+        char f[8];
+        pytpp_elem_put(esz, f, 0, 1.0 / l);
+        j->ew->binary[PYTPP_EW_MUL](n, prow, f, prow, 2);
+        if (n < S) memset(prow + n * esz, 0, (size_t)((S - n) * esz));
+    }
+    /* dP = dO V^T over the same keys, into the score rows */
+    for (int64_t p = 0; p < npe; ++p)
+        ukr1(j, mr, pn->nv, vl, Ev, gr, Ev, bf->vp + p * Ev * pw * esz, pw, sc + p * pw * esz,
+             lds, 1.0);
+    const pytpp_sdpa_dropout *dr = j->drop;
+    for (int64_t r = 0; r < mr; ++r) {
+        char *row = sc + r * lds * esz, *prow = pr + r * lds * esz;
+        const int64_t i = i0 + r, n = j->causal ? imin(i + 1, S) : S;
+        if (dr)   /* dP keep, the bits kept for P keep below */
+            j->ew->dropout(n, row, row, bf->bits, (uint64_t)((b * j->L + i) * S), dr->seed,
+                           dr->thresh, dr->keep);
+        /* dS = P dPk - D P with D = sum(P dPk) */
+        j->ew->binary[PYTPP_EW_MUL](n, row, prow, row, 0);
+        char d[8];
+        pytpp_elem_put(esz, d, 0, j->ew->reduce_row(n, row, PYTPP_EW_RED_SUM, 0));
+        j->ew->ternary[PYTPP_EW_NMULADD](n, d, prow, row, row, 1);
+        if (n < S) memset(row + n * esz, 0, (size_t)((S - n) * esz));
+        if (dr) j->ew->dropout_inv(n, prow, prow, bf->bits, dr->keep);
+    }
+}
+
+int pytpp_sdpa_backward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew, int64_t batch,
+                        int64_t L, int64_t S, int64_t E, int64_t Ev, const void *q,
+                        const void *k, const void *v, const void *go, void *dq, void *dk,
+                        void *dv, const void *mask, int64_t msb, int64_t msl, int64_t mss,
+                        int causal, double scale, const pytpp_sdpa_dropout *drop, int nthreads)
+{
+    if (batch <= 0) return 0;
+    const int64_t esz = ew->dtype == PYTPP_EW_F64 ? 8 : 4;
+    if (L <= 0 || S <= 0) {   /* no products: zero gradients where there are elements */
+        memset(dq, 0, (size_t)(batch * L * E * esz));
+        memset(dk, 0, (size_t)(batch * S * E * esz));
+        memset(dv, 0, (size_t)(batch * S * Ev * esz));
+        return 0;
+    }
+    const att_job j = {.gk = gk, .ew = ew, .L = L, .S = S, .E = E, .Ev = Ev, .esz = esz,
+                       .dtype = esz == 8 ? PYTPP_F64 : PYTPP_F32, .q = q, .k = k, .v = v,
+                       .mask = mask, .o = NULL, .msb = msb, .msl = msl, .mss = mss,
+                       .causal = causal, .scale = scale, .drop = drop};
+    const att_panels pn = panels_of(&j);
+    const int64_t lds = pn.np * pn.pw + 64 / esz;
+    int nt = nthreads < 1 ? 1 : nthreads;
+    if ((double)batch * L * S * (E + Ev) * 4.0 < (double)(1 << 20)) nt = 1;
+    if (nt > batch) nt = (int)batch;
+    int err = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
+    {
+        int64_t b0, len;
+        pytpp_thread_part(batch, &b0, &len);
+        const size_t kb = (size_t)(pn.np * pn.pw * E * esz) + 64;
+        const size_t vb = (size_t)(pn.np * pn.pw * Ev * esz) + 64;
+        const size_t rb = (size_t)(L * lds * esz) + 64;
+        char *buf = malloc(kb + vb + 2 * rb + (size_t)cdiv(S, 8) + 64 + 256);
+        if (!buf) {
+            err |= 1;
+        } else {
+            att_bwd_bufs bf = {.lds = lds};
+            bf.kp = (char *)(((uintptr_t)buf + 63) & ~(uintptr_t)63);
+            bf.vp = bf.kp + ((kb + 63) & ~(size_t)63);
+            bf.p = bf.vp + ((vb + 63) & ~(size_t)63);
+            bf.ds = bf.p + ((rb + 63) & ~(size_t)63);
+            bf.bits = (uint8_t *)(bf.ds + ((rb + 63) & ~(size_t)63));
+            for (int64_t b = b0; b < b0 + len; ++b) {
+                pack_t(&j, pn.pw, pn.np, S, E, j.k + b * S * E * esz, bf.kp);
+                pack_t(&j, pn.pw, pn.np, S, Ev, j.v + b * S * Ev * esz, bf.vp);
+                const double kmax = mask ? 0.0 : key_norm_max(&j, b);
+                for (int64_t i0 = 0; i0 < L; i0 += ATT_BQ) {
+                    const int64_t bq = imin(L - i0, ATT_BQ), nrb = cdiv(bq, pn.mr);
+                    for (int64_t r = 0; r < nrb; ++r) {
+                        int64_t r0, mr;
+                        pytpp_split(bq, nrb, r, &r0, &mr);
+                        bwd_row_block(&j, &pn, &bf, b, i0 + r0, mr, go, kmax);
+                    }
+                }
+                const char *qb = j.q + b * L * E * esz, *kb_ = j.k + b * S * E * esz;
+                const char *gb = (const char *)go + b * L * Ev * esz;
+                gemm_strided(&j, L, E, S, bf.ds, lds, 1, kb_, E,
+                             (char *)dq + b * L * E * esz, E, scale);
+                gemm_strided(&j, S, E, L, bf.ds, 1, lds, qb, E,
+                             (char *)dk + b * S * E * esz, E, scale);
+                gemm_strided(&j, S, Ev, L, bf.p, 1, lds, gb, Ev,
+                             (char *)dv + b * S * Ev * esz, Ev, 1.0);
+            }
+        }
+        free(buf);
+    }
+    return err ? -1 : 0;
+}
