@@ -360,13 +360,16 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
     return err ? -1 : 0;
 }
 
-/* ---- Backward (pytpp_sdpa_backward). Per batch entry, two phases:
- * 1. rows: per register block of queries, the scores against every key (micro-kernel calls on
- *    K^T packed into panels, as the forward), P = softmax (safe), dP = dO V^T (V^T packed
- *    alike), the dropout keep bits drawn once per row, D = rowsum(dP keep * P) (= rowsum(dO O)),
- *    dS = P (dP keep - D) and P keep, both stored for the whole entry: (L x S) each, per thread;
- * 2. products: dQ = scale dS K, dK = scale dS^T Q, dV = (P keep)^T dO, three BRGEMMs with k = S
- *    or L (the transposed A read with strides (1, lds): the driver packs it).
+/* ---- Backward (pytpp_sdpa_backward). Per batch entry, two phases, every product by the
+ * micro-kernels on operands packed into panels one register block wide (as the forward):
+ * 1. rows: per register block of queries, the scores against every key (K^T in panels),
+ *    P = softmax (safe), dP = dO V^T (V^T in panels), the dropout keep bits drawn once per row,
+ *    D = rowsum(dP keep * P) (= rowsum(dO O), no P V again), dS = P (dP keep - D), and dQ's rows
+ *    = scale dS K (K in column panels) while dS's rows are in L1; dS and P keep stored for the
+ *    whole entry: (L x S) each, per thread;
+ * 2. keys: per register block of keys, dK = scale dS^T Q and dV = (P keep)^T dO, the transposed
+ *    operand read in place (A's strides (1, lds): each k step reads a few consecutive elements
+ *    of one stored row; causal: only queries i >= the block's first key).
  * Threads take whole batch entries: each writes its own dK and dV, no reduction. */
 
 /* dst[p][e][c] = src[p pw + c][e] for src (rows x cols): panels of src^T, zero past rows */
@@ -384,20 +387,39 @@ static void pack_t(const att_job *j, int64_t pw, int64_t np, int64_t rows, int64
     }
 }
 
-/* c (m x n, ldc) = alpha a (m x kk, strides rsa, csa) b (kk x n, ldb), one thread */
-static void gemm_strided(const att_job *j, int64_t m, int64_t n, int64_t kk, const char *a,
-                         int64_t rsa, int64_t csa, const char *b, int64_t ldb, char *c,
-                         int64_t ldc, double alpha)
+/* dst[p][r][c] = src[r][p pw + c] for src (rows x cols): column panels, zero past cols */
+static void pack_cols(const att_job *j, int64_t pw, int64_t rows, int64_t cols, const char *src,
+                      char *dst)
 {
-    const pytpp_gemm_desc d = {.m = m, .n = n, .k = kk, .rsa = rsa, .csa = csa, .ldb = ldb,
-                               .csb = 1, .ldc = ldc, .dtype = j->dtype, .alpha = alpha,
-                               .beta = 0.0};
-    const pytpp_batch bt = {.mode = PYTPP_BATCH_STRIDE, .count = 1};
-    pytpp_brgemm(j->gk, NULL, &d, a, b, c, &bt, 1);
+    const int64_t esz = j->esz;
+    for (int64_t p = 0; p < cdiv(cols, pw); ++p) {
+        const int64_t c0 = p * pw, w = imin(pw, cols - c0);
+        char *d = dst + p * rows * pw * esz;
+        for (int64_t r = 0; r < rows; ++r) {
+            memcpy(d + r * pw * esz, src + (r * cols + c0) * esz, (size_t)(w * esz));
+            if (w < pw) memset(d + (r * pw + w) * esz, 0, (size_t)((pw - w) * esz));
+        }
+    }
+}
+
+/* c (mr x cols, ldc) = alpha a (mr x k, strides rsa, csa) b (k x cols, column panels of pw,
+ * panel p at b + p * ldp elements) */
+static void ukr_rows(const att_job *j, const att_panels *pn, int64_t mr, int64_t cols, int64_t k,
+                     const char *a, int64_t rsa, int64_t csa, const char *b, int64_t ldp,
+                     char *c, int64_t ldc, double alpha)
+{
+    const int64_t esz = j->esz, pw = pn->pw, vl = j->gk->vl;
+    for (int64_t p = 0; p < cdiv(cols, pw); ++p) {
+        const int64_t w = imin(pw, cols - p * pw), nv = cdiv(w, vl), n_last = w - (nv - 1) * vl;
+        const void *ap[2] = {a, a}, *bp[2] = {b + p * ldp * esz, b + p * ldp * esz};
+        j->gk->ukr[nv - 1][mr - 1][n_last != vl](k, 1, ap, 0, rsa, csa, bp, 0, pw,
+                                                  c + p * pw * esz, ldc, alpha, 0.0, n_last);
+    }
 }
 
 typedef struct att_bwd_bufs {
     char *kp, *vp;      /* K^T and V^T in panels */
+    char *kc, *qc, *gc; /* K, Q and dO in column panels */
     char *p, *ds;       /* (L x lds): P (then P keep), the scores (then dP, then dS) */
     uint8_t *bits;      /* one row's keep bits */
     int64_t lds;
@@ -405,7 +427,8 @@ typedef struct att_bwd_bufs {
 
 /* Phase 1 for queries [i0, i0 + mr) of batch entry b */
 static void bwd_row_block(const att_job *j, const att_panels *pn, const att_bwd_bufs *bf,
-                          int64_t b, int64_t i0, int64_t mr, const char *go, double kmax)
+                          int64_t b, int64_t i0, int64_t mr, const char *go, char *dq,
+                          double kmax)
 {
     const int64_t esz = j->esz, S = j->S, E = j->E, Ev = j->Ev, pw = pn->pw, lds = bf->lds;
     const int64_t vl = j->gk->vl;
@@ -461,6 +484,28 @@ static void bwd_row_block(const att_job *j, const att_panels *pn, const att_bwd_
         if (n < S) memset(row + n * esz, 0, (size_t)((S - n) * esz));
         if (dr) j->ew->dropout_inv(n, prow, prow, bf->bits, dr->keep);
     }
+    /* dQ's rows while dS's are in L1 (keys past s_end: zeros) */
+    ukr_rows(j, pn, mr, E, s_end, sc, lds, 1, bf->kc, S * pw, dq + (b * j->L + i0) * E * esz, E,
+             j->scale);
+}
+
+/* Phase 2 for keys [s0, s0 + mr) of batch entry b */
+static void bwd_key_block(const att_job *j, const att_panels *pn, const att_bwd_bufs *bf,
+                          int64_t b, int64_t s0, int64_t mr, char *dk, char *dv)
+{
+    const int64_t esz = j->esz, L = j->L, S = j->S, E = j->E, Ev = j->Ev, lds = bf->lds;
+    /* causal: query i sees key s only when i >= s */
+    const int64_t i0 = j->causal ? imin(s0, L) : 0, k = L - i0;
+    char *dkr = dk + (b * S + s0) * E * esz, *dvr = dv + (b * S + s0) * Ev * esz;
+    if (k == 0) {
+        memset(dkr, 0, (size_t)(mr * E * esz));
+        memset(dvr, 0, (size_t)(mr * Ev * esz));
+        return;
+    }
+    ukr_rows(j, pn, mr, E, k, bf->ds + (i0 * lds + s0) * esz, 1, lds, bf->qc + i0 * pn->pw * esz,
+             L * pn->pw, dkr, E, j->scale);
+    ukr_rows(j, pn, mr, Ev, k, bf->p + (i0 * lds + s0) * esz, 1, lds, bf->gc + i0 * pn->pw * esz,
+             L * pn->pw, dvr, Ev, 1.0);
 }
 
 int pytpp_sdpa_backward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew, int64_t batch,
@@ -471,7 +516,7 @@ int pytpp_sdpa_backward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew
 {
     if (batch <= 0) return 0;
     const int64_t esz = ew->dtype == PYTPP_EW_F64 ? 8 : 4;
-    if (L <= 0 || S <= 0) {   /* no products: zero gradients where there are elements */
+    if (L <= 0 || S <= 0 || E <= 0 || Ev <= 0) {   /* empty sums: zero gradients */
         memset(dq, 0, (size_t)(batch * L * E * esz));
         memset(dk, 0, (size_t)(batch * S * E * esz));
         memset(dv, 0, (size_t)(batch * S * Ev * esz));
@@ -482,7 +527,9 @@ int pytpp_sdpa_backward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew
                        .mask = mask, .o = NULL, .msb = msb, .msl = msl, .mss = mss,
                        .causal = causal, .scale = scale, .drop = drop};
     const att_panels pn = panels_of(&j);
-    const int64_t lds = pn.np * pn.pw + 64 / esz;
+    const int64_t pw = pn.pw, ne = cdiv(E, pw) * pw, nev = cdiv(Ev, pw) * pw;
+    /* a 64-byte pad between rows: rows a power of two apart share L1 sets */
+    const int64_t lds = pn.np * pw + 64 / esz;
     int nt = nthreads < 1 ? 1 : nthreads;
     if ((double)batch * L * S * (E + Ev) * 4.0 < (double)(1 << 20)) nt = 1;
     if (nt > batch) nt = (int)batch;
@@ -491,39 +538,47 @@ int pytpp_sdpa_backward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew
     {
         int64_t b0, len;
         pytpp_thread_part(batch, &b0, &len);
-        const size_t kb = (size_t)(pn.np * pn.pw * E * esz) + 64;
-        const size_t vb = (size_t)(pn.np * pn.pw * Ev * esz) + 64;
-        const size_t rb = (size_t)(L * lds * esz) + 64;
-        char *buf = malloc(kb + vb + 2 * rb + (size_t)cdiv(S, 8) + 64 + 256);
+        const size_t szs[7] = {(size_t)(pn.np * pw * E * esz), (size_t)(pn.np * pw * Ev * esz),
+                               (size_t)(S * ne * esz), (size_t)(L * ne * esz),
+                               (size_t)(L * nev * esz), (size_t)(L * lds * esz),
+                               (size_t)(L * lds * esz)};
+        size_t tot = (size_t)cdiv(S, 8) + 64;
+        for (int t = 0; t < 7; ++t) tot += (szs[t] + 63) & ~(size_t)63;
+        char *buf = malloc(tot + 64);
         if (!buf) {
             err |= 1;
         } else {
-            att_bwd_bufs bf = {.lds = lds};
-            bf.kp = (char *)(((uintptr_t)buf + 63) & ~(uintptr_t)63);
-            bf.vp = bf.kp + ((kb + 63) & ~(size_t)63);
-            bf.p = bf.vp + ((vb + 63) & ~(size_t)63);
-            bf.ds = bf.p + ((rb + 63) & ~(size_t)63);
-            bf.bits = (uint8_t *)(bf.ds + ((rb + 63) & ~(size_t)63));
+            char *ptr[7];
+            char *at = (char *)(((uintptr_t)buf + 63) & ~(uintptr_t)63);
+            for (int t = 0; t < 7; ++t) ptr[t] = at, at += (szs[t] + 63) & ~(size_t)63;
+            const att_bwd_bufs bf = {.kp = ptr[0], .vp = ptr[1], .kc = ptr[2], .qc = ptr[3],
+                                     .gc = ptr[4], .p = ptr[5], .ds = ptr[6],
+                                     .bits = (uint8_t *)at, .lds = lds};
             for (int64_t b = b0; b < b0 + len; ++b) {
-                pack_t(&j, pn.pw, pn.np, S, E, j.k + b * S * E * esz, bf.kp);
-                pack_t(&j, pn.pw, pn.np, S, Ev, j.v + b * S * Ev * esz, bf.vp);
+                const char *kb = j.k + b * S * E * esz, *qb = j.q + b * L * E * esz;
+                pack_t(&j, pw, pn.np, S, E, kb, bf.kp);
+                pack_t(&j, pw, pn.np, S, Ev, j.v + b * S * Ev * esz, bf.vp);
+                pack_cols(&j, pw, S, E, kb, bf.kc);
+                pack_cols(&j, pw, L, E, qb, bf.qc);
+                pack_cols(&j, pw, L, Ev, (const char *)go + b * L * Ev * esz, bf.gc);
                 const double kmax = mask ? 0.0 : key_norm_max(&j, b);
                 for (int64_t i0 = 0; i0 < L; i0 += ATT_BQ) {
+                    /* near-equal blocks: 64 = 9 x 6 + 2 x 5 */
                     const int64_t bq = imin(L - i0, ATT_BQ), nrb = cdiv(bq, pn.mr);
                     for (int64_t r = 0; r < nrb; ++r) {
                         int64_t r0, mr;
                         pytpp_split(bq, nrb, r, &r0, &mr);
-                        bwd_row_block(&j, &pn, &bf, b, i0 + r0, mr, go, kmax);
+                        bwd_row_block(&j, &pn, &bf, b, i0 + r0, mr, go, dq, kmax);
                     }
                 }
-                const char *qb = j.q + b * L * E * esz, *kb_ = j.k + b * S * E * esz;
-                const char *gb = (const char *)go + b * L * Ev * esz;
-                gemm_strided(&j, L, E, S, bf.ds, lds, 1, kb_, E,
-                             (char *)dq + b * L * E * esz, E, scale);
-                gemm_strided(&j, S, E, L, bf.ds, 1, lds, qb, E,
-                             (char *)dk + b * S * E * esz, E, scale);
-                gemm_strided(&j, S, Ev, L, bf.p, 1, lds, gb, Ev,
-                             (char *)dv + b * S * Ev * esz, Ev, 1.0);
+                for (int64_t s0 = 0; s0 < S; s0 += ATT_BQ) {
+                    const int64_t bs = imin(S - s0, ATT_BQ), nrb = cdiv(bs, pn.mr);
+                    for (int64_t r = 0; r < nrb; ++r) {
+                        int64_t r0, mr;
+                        pytpp_split(bs, nrb, r, &r0, &mr);
+                        bwd_key_block(&j, &pn, &bf, b, s0 + r0, mr, dk, dv);
+                    }
+                }
             }
         }
         free(buf);
