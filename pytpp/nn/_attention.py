@@ -234,11 +234,15 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
                                           is_causal: bool = False, scale: float | None = None,
                                           dropout_p: float = 0.0, seed: Any = None
                                           ) -> tuple[Array, Array, Array]:
-    """Gradients of :func:`scaled_dot_product_attention` with respect to q, k and v,
-    recomputing the attention probabilities block by block of 128 queries (memory
-    O(128 * S) per batch entry, never (L, S)): with ``P = softmax(q k^T * scale + mask)`` and
-    ``O = P v``, ``dV = P^T dO``, ``dP = dO v^T``, ``dS = P * (dP - rowsum(dO * O))``,
-    ``dQ = dS k * scale`` and ``dK = dS^T q * scale``.
+    """Gradients of :func:`scaled_dot_product_attention` with respect to q, k and v, fused in C
+    (attention.h): per batch entry and register block of queries, the scores against every key
+    recomputed (K^T packed into panels, as the forward), ``P = softmax(q k^T * scale + mask)``,
+    ``dP = dO v^T`` (times the dropout's keep factors, drawn from the forward's stream),
+    ``dS = P * (dP - rowsum(dP * P))`` (``rowsum(dP * P) = rowsum(dO * O)``: O is not formed)
+    and ``dQ = dS k * scale`` while dS's rows are in L1; then per register block of keys
+    ``dK = dS^T q * scale`` and ``dV = (P * keep)^T dO`` from the stored rows. Memory: P and dS
+    of one batch entry, (L, S) each, per thread; beyond L * S = 4096^2 the numpy path (blocks of
+    128 queries through :func:`pytpp.matmul`, O(128 * S) per batch entry) runs instead.
 
     Parameters
     ----------
