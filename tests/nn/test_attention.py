@@ -340,3 +340,22 @@ def test_backward_beyond_the_c_limit_runs_numpy(rng, monkeypatch):
     assert calls == [1]
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, atol=1e-12)
+
+
+@pytest.mark.parametrize("B", [1, 3, 4])
+def test_backward_threads_agree(isa, rng, B):
+    """Threads take whole batch entries (B = 4 on 2 threads) or share each entry's query and key
+    chunks (B = 1, 3): every element is computed by one thread in the same order either way, so
+    the results are bitwise those of one thread."""
+    q, k, v, g = (rng.standard_normal((B, 150, 40)).astype(np.float32) for _ in range(4))
+    old = pytpp.get_num_threads()
+    try:
+        runs = []
+        for n in (1, 2):
+            pytpp.set_num_threads(n)
+            runs.append(pytpp.nn.scaled_dot_product_attention_backward(
+                g, q, k, v, dropout_p=0.1, seed=4))
+    finally:
+        pytpp.set_num_threads(old)
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)

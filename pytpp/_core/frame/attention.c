@@ -513,6 +513,61 @@ static void bwd_key_block(const att_job *j, const att_panels *pn, const att_bwd_
              L * pn->pw, dvr, Ev, 1.0);
 }
 
+/* One batch entry's buffers (att_bwd_bufs without bits) carved from one allocation; NULL when
+ * it cannot be had */
+static char *bwd_alloc(const att_job *j, const att_panels *pn, int64_t lds, att_bwd_bufs *bf)
+{
+    const int64_t esz = j->esz, pw = pn->pw, L = j->L, S = j->S;
+    const size_t szs[7] = {(size_t)(pn->np * pw * j->E * esz), (size_t)(pn->np * pw * j->Ev * esz),
+                           (size_t)(S * cdiv(j->E, pw) * pw * esz),
+                           (size_t)(L * cdiv(j->E, pw) * pw * esz),
+                           (size_t)(L * cdiv(j->Ev, pw) * pw * esz), (size_t)(L * lds * esz),
+                           (size_t)(L * lds * esz)};
+    size_t tot = 64;
+    for (int t = 0; t < 7; ++t) tot += (szs[t] + 63) & ~(size_t)63;
+    char *buf = malloc(tot), *ptr[7];
+    if (!buf) return NULL;
+    char *at = (char *)(((uintptr_t)buf + 63) & ~(uintptr_t)63);
+    for (int t = 0; t < 7; ++t) ptr[t] = at, at += (szs[t] + 63) & ~(size_t)63;
+    *bf = (att_bwd_bufs){.kp = ptr[0], .vp = ptr[1], .kc = ptr[2], .qc = ptr[3], .gc = ptr[4],
+                         .p = ptr[5], .ds = ptr[6], .bits = NULL, .lds = lds};
+    return buf;
+}
+
+/* batch entry b's operands packed into bf; returns kmax (key_norm_max, without a mask) */
+static double bwd_pack(const att_job *j, const att_panels *pn, const att_bwd_bufs *bf, int64_t b,
+                       const char *go)
+{
+    const int64_t esz = j->esz, pw = pn->pw, L = j->L, S = j->S, E = j->E, Ev = j->Ev;
+    const char *kb = j->k + b * S * E * esz;
+    pack_t(j, pw, pn->np, S, E, kb, bf->kp);
+    pack_t(j, pw, pn->np, S, Ev, j->v + b * S * Ev * esz, bf->vp);
+    pack_cols(j, pw, S, E, kb, bf->kc);
+    pack_cols(j, pw, L, E, j->q + b * L * E * esz, bf->qc);
+    pack_cols(j, pw, L, Ev, go + b * L * Ev * esz, bf->gc);
+    return j->mask ? 0.0 : key_norm_max(j, b);
+}
+
+/* Of batch entry b, phase 1 (keys = 0: query chunks of ATT_BQ) or 2 (key chunks), the chunks
+ * c with c % nparts == part */
+static void bwd_phase(const att_job *j, const att_panels *pn, const att_bwd_bufs *bf, int64_t b,
+                      int keys, const char *go, char *dq, char *dk, char *dv, double kmax,
+                      int64_t part, int64_t nparts)
+{
+    const int64_t n = keys ? j->S : j->L;
+    for (int64_t c = part; c * ATT_BQ < n; c += nparts) {
+        const int64_t c0 = c * ATT_BQ, bn = imin(n - c0, ATT_BQ), nrb = cdiv(bn, pn->mr);
+        for (int64_t r = 0; r < nrb; ++r) {   /* near-equal blocks: 64 = 9 x 6 + 2 x 5 */
+            int64_t r0, mr;
+            pytpp_split(bn, nrb, r, &r0, &mr);
+            if (keys)
+                bwd_key_block(j, pn, bf, b, c0 + r0, mr, dk, dv);
+            else
+                bwd_row_block(j, pn, bf, b, c0 + r0, mr, go, dq, kmax);
+        }
+    }
+}
+
 int pytpp_sdpa_backward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew, int64_t batch,
                         int64_t L, int64_t S, int64_t E, int64_t Ev, const void *q,
                         const void *k, const void *v, const void *go, void *dq, void *dk,
@@ -532,61 +587,57 @@ int pytpp_sdpa_backward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew
                        .mask = mask, .o = NULL, .msb = msb, .msl = msl, .mss = mss,
                        .causal = causal, .scale = scale, .drop = drop};
     const att_panels pn = panels_of(&j);
-    const int64_t pw = pn.pw, ne = cdiv(E, pw) * pw, nev = cdiv(Ev, pw) * pw;
     /* a 64-byte pad between rows: rows a power of two apart share L1 sets */
-    const int64_t lds = pn.np * pw + 64 / esz;
+    const int64_t lds = pn.np * pn.pw + 64 / esz;
+    const size_t bitsz = (size_t)cdiv(S, 8) + 64;
     int nt = nthreads < 1 ? 1 : nthreads;
     if ((double)batch * L * S * (E + Ev) * 4.0 < (double)(1 << 20)) nt = 1;
-    if (nt > batch) nt = (int)batch;
+    /* Whole entries per thread, unless that leaves threads idle or unevenly loaded (fewer
+     * than 4 entries each, not a multiple): then the team shares one entry at a time (its
+     * chunks of queries, a barrier, its chunks of keys; the packing by one thread). */
+    const int shared = nt > 1 && batch % nt != 0 && batch < 4 * (int64_t)nt;
+    if (!shared && nt > batch) nt = (int)batch;
     int err = 0;
+    att_bwd_bufs sbf;
+    char *sbuf = NULL;
+    double kmax = 0.0;
+    if (shared && !(sbuf = bwd_alloc(&j, &pn, lds, &sbf))) return -1;
 #pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
     {
-        int64_t b0, len;
-        pytpp_thread_part(batch, &b0, &len);
-        const size_t szs[7] = {(size_t)(pn.np * pw * E * esz), (size_t)(pn.np * pw * Ev * esz),
-                               (size_t)(S * ne * esz), (size_t)(L * ne * esz),
-                               (size_t)(L * nev * esz), (size_t)(L * lds * esz),
-                               (size_t)(L * lds * esz)};
-        size_t tot = (size_t)cdiv(S, 8) + 64;
-        for (int t = 0; t < 7; ++t) tot += (szs[t] + 63) & ~(size_t)63;
-        char *buf = malloc(tot + 64);
-        if (!buf) {
-            err |= 1;
-        } else {
-            char *ptr[7];
-            char *at = (char *)(((uintptr_t)buf + 63) & ~(uintptr_t)63);
-            for (int t = 0; t < 7; ++t) ptr[t] = at, at += (szs[t] + 63) & ~(size_t)63;
-            const att_bwd_bufs bf = {.kp = ptr[0], .vp = ptr[1], .kc = ptr[2], .qc = ptr[3],
-                                     .gc = ptr[4], .p = ptr[5], .ds = ptr[6],
-                                     .bits = (uint8_t *)at, .lds = lds};
+        att_bwd_bufs bf;
+        char *buf = shared ? NULL : bwd_alloc(&j, &pn, lds, &bf);
+        uint8_t *bits = malloc(bitsz);
+        if (shared) bf = sbf;
+        bf.bits = bits;
+        /* in the shared mode every thread takes part in every barrier, failed or not */
+        const int ok = bits && (shared || buf);
+        if (!ok) err |= 1;
+        if (shared) {
+            int64_t me = 0, team = 1;
+#ifdef _OPENMP
+            me = omp_get_thread_num();
+            team = omp_get_num_threads();
+#endif
+            for (int64_t b = 0; b < batch; ++b) {
+#pragma omp barrier
+#pragma omp single
+                kmax = bwd_pack(&j, &pn, &bf, b, go);
+                if (ok) bwd_phase(&j, &pn, &bf, b, 0, go, dq, dk, dv, kmax, me, team);
+#pragma omp barrier
+                if (ok) bwd_phase(&j, &pn, &bf, b, 1, go, dq, dk, dv, kmax, me, team);
+            }
+        } else if (ok) {
+            int64_t b0, len;
+            pytpp_thread_part(batch, &b0, &len);
             for (int64_t b = b0; b < b0 + len; ++b) {
-                const char *kb = j.k + b * S * E * esz, *qb = j.q + b * L * E * esz;
-                pack_t(&j, pw, pn.np, S, E, kb, bf.kp);
-                pack_t(&j, pw, pn.np, S, Ev, j.v + b * S * Ev * esz, bf.vp);
-                pack_cols(&j, pw, S, E, kb, bf.kc);
-                pack_cols(&j, pw, L, E, qb, bf.qc);
-                pack_cols(&j, pw, L, Ev, (const char *)go + b * L * Ev * esz, bf.gc);
-                const double kmax = mask ? 0.0 : key_norm_max(&j, b);
-                for (int64_t i0 = 0; i0 < L; i0 += ATT_BQ) {
-                    /* near-equal blocks: 64 = 9 x 6 + 2 x 5 */
-                    const int64_t bq = imin(L - i0, ATT_BQ), nrb = cdiv(bq, pn.mr);
-                    for (int64_t r = 0; r < nrb; ++r) {
-                        int64_t r0, mr;
-                        pytpp_split(bq, nrb, r, &r0, &mr);
-                        bwd_row_block(&j, &pn, &bf, b, i0 + r0, mr, go, dq, kmax);
-                    }
-                }
-                for (int64_t s0 = 0; s0 < S; s0 += ATT_BQ) {
-                    const int64_t bs = imin(S - s0, ATT_BQ), nrb = cdiv(bs, pn.mr);
-                    for (int64_t r = 0; r < nrb; ++r) {
-                        int64_t r0, mr;
-                        pytpp_split(bs, nrb, r, &r0, &mr);
-                        bwd_key_block(&j, &pn, &bf, b, s0 + r0, mr, dk, dv);
-                    }
-                }
+                const double km = bwd_pack(&j, &pn, &bf, b, go);
+                bwd_phase(&j, &pn, &bf, b, 0, go, dq, dk, dv, km, 0, 1);
+                bwd_phase(&j, &pn, &bf, b, 1, go, dq, dk, dv, km, 0, 1);
             }
         }
         free(buf);
+        free(bits);
     }
+    free(sbuf);
     return err ? -1 : 0;
 }
