@@ -240,9 +240,11 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
     ``dP = dO v^T`` (times the dropout's keep factors, drawn from the forward's stream),
     ``dS = P * (dP - rowsum(dP * P))`` (``rowsum(dP * P) = rowsum(dO * O)``: O is not formed)
     and ``dQ = dS k * scale`` while dS's rows are in L1; then per register block of keys
-    ``dK = dS^T q * scale`` and ``dV = (P * keep)^T dO`` from the stored rows. Memory: P and dS
-    of one batch entry, (L, S) each, per thread; beyond L * S = 4096^2 the numpy path (blocks of
-    128 queries through :func:`pytpp.matmul`, O(128 * S) per batch entry) runs instead.
+    ``dK = dS^T q * scale`` and ``dV = (P * keep)^T dO`` from the stored rows, a block of
+    queries at a time (its P and dS rows, about 256 KiB, stay in L2). Memory per thread: that
+    block and the packed q, k, v, dO of one batch entry, O((64 + E) * S + (E + Ev) * L), never
+    (L, S). Threads take whole batch entries, or with fewer entries than that suits, query
+    blocks of each entry (dK, dV summed from per-thread partials).
 
     Parameters
     ----------
@@ -307,17 +309,13 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
     return unflat(dq, q, L, E), unflat(dk, k, S, E), unflat(dv, v, S, Ev)
 
 
-# The C backward keeps P and dS of one batch entry per thread, (L x S) each: up to this many
-# elements (2 x 64 MiB in float32); beyond, the numpy blocks below (O(128 S) per batch entry).
-_BWD_C_MAX_LS = 4096 * 4096
-# tests set it to "numpy" or "c" to run one path on every shape
+# "auto" (the C engine), or "numpy" / "c" (tests run each path on every shape); the numpy
+# blocks stay as the reference
 _BWD_PATH = "auto"
 
 
 def _bwd_in_c(L, S, E, Ev):
-    if _BWD_PATH == "numpy" or E == 0 or Ev == 0:
-        return False
-    return _BWD_PATH == "c" or L * S <= _BWD_C_MAX_LS
+    return _BWD_PATH != "numpy" and E > 0 and Ev > 0
 
 
 def _backward_blocks(gf, qf, kf, vf, mask, is_causal, s, drop, cdt):
