@@ -64,7 +64,16 @@ def _attention(h, threads, B, H, L, E):
     h.compare(f"attention B={B} H={H} L={L} E={E}", threads, 4.0 * B * H * L * L * E,
               "GFLOP/s", "f32", impls)
     g = rng.standard_normal(q.shape).astype(np.float32)
-    impls = [("pytpp blocked", lambda: nn.scaled_dot_product_attention_backward(g, q, k, v))]
+    impls = [("pytpp fused", lambda: nn.scaled_dot_product_attention_backward(g, q, k, v))]
+
+    def numpy_blocks():   # the reference path: blocks of 128 queries through pytpp.matmul
+        from pytpp.nn import _attention as front
+        front._BWD_PATH = "numpy"
+        try:
+            return nn.scaled_dot_product_attention_backward(g, q, k, v)
+        finally:
+            front._BWD_PATH = "auto"
+    impls.append(("pytpp numpy blocks", numpy_blocks))
     if torch is not None:
         tq, tk, tv = (torch.from_numpy(a.copy()).requires_grad_(True) for a in (q, k, v))
         to = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv)

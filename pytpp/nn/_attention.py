@@ -234,11 +234,17 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
                                           is_causal: bool = False, scale: float | None = None,
                                           dropout_p: float = 0.0, seed: Any = None
                                           ) -> tuple[Array, Array, Array]:
-    """Gradients of :func:`scaled_dot_product_attention` with respect to q, k and v,
-    recomputing the attention probabilities block by block of 128 queries (memory
-    O(128 * S) per batch entry, never (L, S)): with ``P = softmax(q k^T * scale + mask)`` and
-    ``O = P v``, ``dV = P^T dO``, ``dP = dO v^T``, ``dS = P * (dP - rowsum(dO * O))``,
-    ``dQ = dS k * scale`` and ``dK = dS^T q * scale``.
+    """Gradients of :func:`scaled_dot_product_attention` with respect to q, k and v, fused in C
+    (attention.h): per batch entry and register block of queries, the scores against every key
+    recomputed (K^T packed into panels, as the forward), ``P = softmax(q k^T * scale + mask)``,
+    ``dP = dO v^T`` (times the dropout's keep factors, drawn from the forward's stream),
+    ``dS = P * (dP - rowsum(dP * P))`` (``rowsum(dP * P) = rowsum(dO * O)``: O is not formed)
+    and ``dQ = dS k * scale`` while dS's rows are in L1; then per register block of keys
+    ``dK = dS^T q * scale`` and ``dV = (P * keep)^T dO`` from the stored rows, a block of
+    queries at a time (its P and dS rows, about 256 KiB, stay in L2). Memory per thread: that
+    block and the packed q, k, v, dO of one batch entry, O((64 + E) * S + (E + Ev) * L), never
+    (L, S). Threads take whole batch entries, or with fewer entries than that suits, query
+    blocks of each entry (dK, dV summed from per-thread partials).
 
     Parameters
     ----------
@@ -264,7 +270,6 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
     array([[1.],
            [1.]])
     """
-    from pytpp import linalg, nn
     fn = "pytpp.nn.scaled_dot_product_attention_backward"
     q, k, v, lead = _qkv(q, k, v, fn)
     drop = _dropout_args(dropout_p, seed, fn)
@@ -277,13 +282,48 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
         raise ValueError(f"{fn}: grad_out has shape {g.shape}; expected {lead + (L, Ev)}")
     s = 1.0 / math.sqrt(E) if scale is None else float(scale)
     cdt = _validate.F64 if q.dtype == _validate.F64 else _validate.F32
-    mask, _ = _mask(attn_mask, lead, L, S, cdt, fn)
+    mask, (msb, msl, mss) = _mask(attn_mask, lead, L, S, cdt, fn)
     batch = math.prod(lead)
 
     def flat(a, rows, cols):
         return np.ascontiguousarray(np.broadcast_to(a, lead + (rows, cols)), dtype=cdt).reshape(
             batch, rows, cols)
     qf, kf, vf, gf = flat(q, L, E), flat(k, S, E), flat(v, S, Ev), flat(g, L, Ev)
+    if _bwd_in_c(L, S, E, Ev):
+        dq = np.empty((batch, L, E), cdt)
+        dk = np.empty((batch, S, E), cdt)
+        dv = np.empty((batch, S, Ev), cdt)
+        _attention.sdpa_backward(gf, qf, kf, vf, dq, dk, dv, mask, msb, msl, mss,
+                                 bool(is_causal), s, *drop)
+    else:
+        dq, dk, dv = _backward_blocks(gf, qf, kf, vf, mask, bool(is_causal), s, drop, cdt)
+
+    def unflat(d, a, rows, cols):
+        d = d.reshape(lead + (rows, cols))
+        extra = len(lead) - (a.ndim - 2)
+        d = d.sum(axis=tuple(range(extra))) if extra else d
+        axes = tuple(i for i, n in enumerate(a.shape[:-2]) if n == 1 and d.shape[i] != 1)
+        if axes:
+            d = d.sum(axis=axes, keepdims=True)
+        return d.astype(q.dtype, copy=False)
+    return unflat(dq, q, L, E), unflat(dk, k, S, E), unflat(dv, v, S, Ev)
+
+
+# "auto" (the C engine), or "numpy" / "c" (tests run each path on every shape); the numpy
+# blocks stay as the reference
+_BWD_PATH = "auto"
+
+
+def _bwd_in_c(L, S, E, Ev):
+    return _BWD_PATH != "numpy" and E > 0 and Ev > 0
+
+
+def _backward_blocks(gf, qf, kf, vf, mask, is_causal, s, drop, cdt):
+    """The numpy reference of the backward on (batch, rows, features) operands: blocks of 128
+    queries through pytpp.matmul -> (dq, dk, dv)."""
+    from pytpp import linalg, nn
+    batch, L, E = qf.shape
+    S, Ev = vf.shape[1:]
     dq = np.zeros((batch, L, E), cdt)
     dk = np.zeros((batch, S, E), cdt)
     dv = np.zeros((batch, S, Ev), cdt)
@@ -316,13 +356,5 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
         dq[:, i0:i1] *= cdt.type(s)
         dk += linalg.matmul(np.swapaxes(ds, 1, 2), qf[:, i0:i1])
 
-    def unflat(d, a, rows, cols):
-        d = d.reshape(lead + (rows, cols))
-        extra = len(lead) - (a.ndim - 2)
-        d = d.sum(axis=tuple(range(extra))) if extra else d
-        axes = tuple(i for i, n in enumerate(a.shape[:-2]) if n == 1 and d.shape[i] != 1)
-        if axes:
-            d = d.sum(axis=axes, keepdims=True)
-        return d.astype(q.dtype, copy=False)
     dk *= cdt.type(s)
-    return unflat(dq, q, L, E), unflat(dk, k, S, E), unflat(dv, v, S, Ev)
+    return dq, dk, dv

@@ -27,7 +27,8 @@ def path(request, monkeypatch):
     from pytpp.nn import _attention as front
     glue = front._attention
     monkeypatch.setattr(front, "_attention", types.SimpleNamespace(
-        sdpa_forward=functools.partial(glue.sdpa_forward, path=request.param)))
+        sdpa_forward=functools.partial(glue.sdpa_forward, path=request.param),
+        sdpa_backward=glue.sdpa_backward))
     return request.param
 
 
@@ -251,3 +252,118 @@ def test_dropout_p_is_checked():
     for p in (1.0, -0.1, 2.0):
         with pytest.raises(ValueError, match="dropout_p"):
             pytpp.nn.scaled_dot_product_attention(q, q, q, dropout_p=p)
+
+
+# ---- the backward's two implementations: the C engine (attention.h's pytpp_sdpa_backward, the
+# default) and the numpy blocks (the reference)
+
+@pytest.fixture(params=["c", "numpy"])
+def bwd_path(request, monkeypatch):
+    from pytpp.nn import _attention as front
+    monkeypatch.setattr(front, "_BWD_PATH", request.param)
+    return request.param
+
+
+def ref_backward(g, q, k, v, mask=None, causal=False, keep=None):
+    """float64 gradients of softmax(q k^T / sqrt(E) + mask) (times keep) @ v"""
+    g, q, k, v = (a.astype(np.float64) for a in (g, q, k, v))
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    L, S = s.shape[-2:]
+    if causal:
+        s = np.where(np.tril(np.ones((L, S), bool)), s, -np.inf)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - np.where(m == -np.inf, 0.0, m))
+    tot = p.sum(-1, keepdims=True)
+    p = np.divide(p, tot, out=np.zeros_like(p), where=tot > 0)
+    keep = 1.0 if keep is None else keep
+    dv = np.swapaxes(p * keep, -1, -2) @ g
+    dp = g @ np.swapaxes(v, -1, -2) * keep
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True)) / np.sqrt(q.shape[-1])
+    return ds @ k, np.swapaxes(ds, -1, -2) @ q, dv
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("L, S, E, Ev", [(1, 1, 32, 32), (7, 7, 64, 80), (129, 7, 80, 32),
+                                         (7, 129, 32, 64), (129, 129, 64, 64), (40, 70, 5, 3)])
+@pytest.mark.parametrize("masking", ["none", "causal", "bool", "float", "dropout"])
+def test_backward_odd_shapes(isa, threads, bwd_path, rng, dtype, L, S, E, Ev, masking):
+    """Tolerances: float64 1e-11 of the largest gradient; float32 2e-4 of it plus the largest
+    itself (the scores' ~E eps relative error, through sums of S and L terms of dS, P)."""
+    B = 3
+    q, k = rng.standard_normal((B, L, E)).astype(dtype), rng.standard_normal((B, S, E)).astype(dtype)
+    v, g = rng.standard_normal((B, S, Ev)).astype(dtype), rng.standard_normal((B, L, Ev)).astype(dtype)
+    mask, keep, kw = None, None, {}
+    if masking == "bool":
+        mask = rng.random((L, S)) > 0.3
+        mask[L // 2] = False                # a query with every key masked: no gradient
+    elif masking == "float":
+        mask = rng.standard_normal((B, L, S)).astype(dtype)
+    elif masking == "dropout":
+        kw = {"dropout_p": 0.25, "seed": 77}
+        keep = pytpp.nn.dropout(np.ones((B, L, S)), 0.25, seed=77)
+    got = pytpp.nn.scaled_dot_product_attention_backward(
+        g, q, k, v, mask, is_causal=masking == "causal", **kw)
+    want = ref_backward(g, q, k, v, mask, masking == "causal", keep)
+    tol = 2e-4 if dtype == np.float32 else 1e-11
+    for a, b in zip(got, want):
+        assert a.dtype == dtype
+        np.testing.assert_allclose(a, b, rtol=0, atol=tol * (1 + np.abs(b).max()))
+    if masking == "bool":
+        assert not np.any(got[0][:, L // 2])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("causal", [False, True])
+def test_backward_dropout_is_the_forwards(isa, rng, dtype, causal):
+    """The output is linear in v: sum(dO * o(v)) = sum(dV * v) exactly when the backward drops
+    the elements the forward dropped (a mask drawn elsewhere would leave a gap of order 1)."""
+    q, k = rng.standard_normal((2, 33, 16)).astype(dtype), rng.standard_normal((2, 33, 16)).astype(dtype)
+    v, g = rng.standard_normal((2, 33, 8)).astype(dtype), rng.standard_normal((2, 33, 8)).astype(dtype)
+    o = pytpp.nn.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=0.4, seed=9)
+    _, _, dv = pytpp.nn.scaled_dot_product_attention_backward(g, q, k, v, is_causal=causal,
+                                                              dropout_p=0.4, seed=9)
+    lhs, rhs = np.sum(g.astype(np.float64) * o), np.sum(dv.astype(np.float64) * v)
+    assert abs(lhs - rhs) <= (1e-4 if dtype == np.float32 else 1e-11) * np.abs(g).sum()
+
+
+@pytest.mark.parametrize("B", [1, 3, 4])
+@pytest.mark.parametrize("kw", [{"dropout_p": 0.1, "seed": 4}, {"is_causal": True},
+                                {"attn_mask": np.arange(300)[:, None] % 7 != np.arange(300) % 5}])
+def test_backward_threads_agree(isa, rng, B, kw):
+    """Threads take whole batch entries (B = 4 on 2 threads: bitwise the one-thread result) or
+    query blocks of every entry with dK and dV summed from per-thread partials (B = 1, 3, long
+    enough for a block each: the same sums in another order, float32 rounding apart)."""
+    q, k, v, g = (rng.standard_normal((B, 300, 40)).astype(np.float32) for _ in range(4))
+    old = pytpp.get_num_threads()
+    try:
+        runs = []
+        for n in (1, 2):
+            pytpp.set_num_threads(n)
+            runs.append(pytpp.nn.scaled_dot_product_attention_backward(g, q, k, v, **kw))
+    finally:
+        pytpp.set_num_threads(old)
+    for a, b in zip(*runs):
+        if B == 4:
+            np.testing.assert_array_equal(a, b)
+        else:
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * np.abs(b).max())
+
+
+def test_backward_memory_does_not_grow_with_L_squared():
+    """L = S = 8192: (L, S) float32 blocks would take 256 MiB each; the backward's peak RSS grows
+    by its three outputs (1 MiB each) and per thread the packed operands of one entry (5 x 1 MiB),
+    one query block's P and dS (2 x 64 x S floats: 4 MiB) and partial dK, dV (2 MiB)."""
+    code = """
+import resource, numpy as np, pytpp
+rng = np.random.default_rng(0)
+q, k, v, g = (rng.standard_normal((1, 8192, 32)).astype(np.float32) for _ in range(4))
+pytpp.nn.scaled_dot_product_attention_backward(g[:, :64], q[:, :64], k[:, :64], v[:, :64])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+r = pytpp.nn.scaled_dot_product_attention_backward(g, q, k, v, is_causal=True)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) // 1024)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(r.stdout.split()[-1]) < 64, r.stdout

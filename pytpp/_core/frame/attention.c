@@ -359,3 +359,337 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
     }
     return err ? -1 : 0;
 }
+
+/* ---- Backward (pytpp_sdpa_backward). Per batch entry and block of queries (bwd_query_block:
+ * its P and dS rows within about half of L2), two phases, every product by the micro-kernels
+ * on operands packed once per entry into panels one register block wide (as the forward):
+ * 1. rows: per register block of queries, the scores against every key (K^T in panels),
+ *    P = softmax (safe), dP = dO V^T (V^T in panels), the dropout keep bits drawn once per row,
+ *    D = rowsum(dP keep * P) (= rowsum(dO O), no P V again), dS = P (dP keep - D), and dQ's rows
+ *    = scale dS K (K in column panels) while dS's rows are in L1; dS and P keep stored for the
+ *    block;
+ * 2. keys: per register block of keys, dK += scale dS^T Q and dV += (P keep)^T dO over the
+ *    block's queries, the transposed operand read in place (A's strides (1, lds): each k step
+ *    reads a few consecutive elements of one stored row; causal: only queries i >= the key
+ *    block's first).
+ * Threads take whole batch entries (each writes its own dK and dV), or query blocks of every
+ * entry with per-thread partial dK, dV summed after a barrier. */
+
+/* dst[p][e][c] = src[p pw + c][e] for src (rows x cols): panels of src^T, zero past rows */
+static void pack_t(const att_job *j, int64_t pw, int64_t np, int64_t rows, int64_t cols,
+                   const char *src, char *dst)
+{
+    const int64_t esz = j->esz;
+    for (int64_t p = 0; p < np; ++p) {
+        const int64_t w = imin(pw, rows - p * pw);
+        char *d = dst + p * cols * pw * esz;
+        j->ew->transpose(w, cols, src + p * pw * cols * esz, cols, d, pw);
+        if (w < pw)
+            for (int64_t e = 0; e < cols; ++e)
+                memset(d + (e * pw + w) * esz, 0, (size_t)((pw - w) * esz));
+    }
+}
+
+/* dst[p][r][c] = src[r][p pw + c] for src (rows x cols): column panels, zero past cols */
+static void pack_cols(const att_job *j, int64_t pw, int64_t rows, int64_t cols, const char *src,
+                      char *dst)
+{
+    const int64_t esz = j->esz;
+    for (int64_t p = 0; p < cdiv(cols, pw); ++p) {
+        const int64_t c0 = p * pw, w = imin(pw, cols - c0);
+        char *d = dst + p * rows * pw * esz;
+        if (w * esz == 64) {   /* a whole cache line a row: a constant-size copy, inlined */
+            for (int64_t r = 0; r < rows; ++r)
+                memcpy(d + r * 64, src + (r * cols + c0) * esz, 64);
+            continue;
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+            memcpy(d + r * pw * esz, src + (r * cols + c0) * esz, (size_t)(w * esz));
+            if (w < pw) memset(d + (r * pw + w) * esz, 0, (size_t)((pw - w) * esz));
+        }
+    }
+}
+
+/* c (mr x cols, ldc) = alpha a (mr x k, strides rsa, csa) b (k x cols, column panels of pw,
+ * panel p at b + p * ldp elements) */
+static void ukr_rows(const att_job *j, const att_panels *pn, int64_t mr, int64_t cols, int64_t k,
+                     const char *a, int64_t rsa, int64_t csa, const char *b, int64_t ldp,
+                     char *c, int64_t ldc, double alpha, double beta)
+{
+    const int64_t esz = j->esz, pw = pn->pw, vl = j->gk->vl;
+    for (int64_t p = 0; p < cdiv(cols, pw); ++p) {
+        const int64_t w = imin(pw, cols - p * pw), nv = cdiv(w, vl), n_last = w - (nv - 1) * vl;
+        const void *ap[2] = {a, a}, *bp[2] = {b + p * ldp * esz, b + p * ldp * esz};
+        j->gk->ukr[nv - 1][mr - 1][n_last != vl](k, 1, ap, 0, rsa, csa, bp, 0, pw,
+                                                  c + p * pw * esz, ldc, alpha, beta, n_last);
+    }
+}
+
+typedef struct att_bwd_bufs {
+    char *kp, *vp;      /* K^T and V^T in panels */
+    char *kc, *qc, *gc; /* K, Q and dO in column panels */
+    char *p, *ds;       /* (L x lds): P (then P keep), the scores (then dP, then dS) */
+    uint8_t *bits;      /* one row's keep bits */
+    int64_t lds;
+} att_bwd_bufs;
+
+/* Phase 1 for queries [i0, i0 + mr) of batch entry b */
+static void bwd_row_block(const att_job *j, const att_panels *pn, const att_bwd_bufs *bf,
+                          int64_t b, int64_t q0, int64_t i0, int64_t mr, const char *go, char *dq,
+                          double kmax)
+{
+    const int64_t esz = j->esz, S = j->S, E = j->E, Ev = j->Ev, pw = pn->pw, lds = bf->lds;
+    const int64_t vl = j->gk->vl;
+    const char *qr = j->q + (b * j->L + i0) * E * esz;
+    const char *gr = go + (b * j->L + i0) * Ev * esz;
+    char *sc = bf->ds + (i0 - q0) * lds * esz, *pr = bf->p + (i0 - q0) * lds * esz;
+    const int64_t s_end = j->causal ? imin(S, i0 + mr) : S;
+    const int64_t npe = cdiv(s_end, pw);
+    for (int64_t p = 0; p < npe; ++p)
+        ukr1(j, mr, pn->nv, vl, E, qr, E, bf->kp + p * E * pw * esz, pw, sc + p * pw * esz,
+             lds, j->scale);
+    const int approx = esz == 4;
+    for (int64_t r = 0; r < mr; ++r) {   /* P, as the forward's full rows */
+        char *row = sc + r * lds * esz, *prow = pr + r * lds * esz;
+        const int64_t i = i0 + r, n = j->causal ? imin(i + 1, S) : S;
+        double l = 0.0;
+        if (j->mask) {
+            add_mask(j, b, i, 0, n, row);
+        } else {
+            const double c = fabs(j->scale) * norm2(j, qr + r * E * esz, E) * kmax;
+            l = j->ew->exp_sum(n, row, prow, c, approx);
+        }
+        if (!(l >= 0x1p-50 && l <= 0x1p100)) {
+            const double mx = j->ew->reduce_row(n, row, PYTPP_EW_RED_MAX, 0);
+            if (mx == -INFINITY) {   /* every key masked: P = 0, no gradient */
+                memset(prow, 0, (size_t)(n * esz));
+                l = INFINITY;
+            } else {
+                l = j->ew->exp_sum(n, row, prow, mx, approx);
+            }
+        }
+        char f[8];
+        pytpp_elem_put(esz, f, 0, 1.0 / l);
+        j->ew->binary[PYTPP_EW_MUL](n, prow, f, prow, 2);
+        if (n < S) memset(prow + n * esz, 0, (size_t)((S - n) * esz));
+    }
+    /* dP = dO V^T over the same keys, into the score rows */
+    for (int64_t p = 0; p < npe; ++p)
+        ukr1(j, mr, pn->nv, vl, Ev, gr, Ev, bf->vp + p * Ev * pw * esz, pw, sc + p * pw * esz,
+             lds, 1.0);
+    const pytpp_sdpa_dropout *dr = j->drop;
+    for (int64_t r = 0; r < mr; ++r) {
+        char *row = sc + r * lds * esz, *prow = pr + r * lds * esz;
+        const int64_t i = i0 + r, n = j->causal ? imin(i + 1, S) : S;
+        if (dr)   /* dP keep, the bits kept for P keep below */
+            j->ew->dropout(n, row, row, bf->bits, (uint64_t)((b * j->L + i) * S), dr->seed,
+                           dr->thresh, dr->keep);
+        /* dS = P dPk - D P with D = sum(P dPk) */
+        j->ew->binary[PYTPP_EW_MUL](n, row, prow, row, 0);
+        char d[8];
+        pytpp_elem_put(esz, d, 0, j->ew->reduce_row(n, row, PYTPP_EW_RED_SUM, 0));
+        j->ew->ternary[PYTPP_EW_NMULADD](n, d, prow, row, row, 1);
+        if (n < S) memset(row + n * esz, 0, (size_t)((S - n) * esz));
+        if (dr) j->ew->dropout_inv(n, prow, prow, bf->bits, dr->keep);
+    }
+    /* dQ's rows while dS's are in L1 (keys past s_end: zeros) */
+    ukr_rows(j, pn, mr, E, s_end, sc, lds, 1, bf->kc, S * pw, dq + (b * j->L + i0) * E * esz, E,
+             j->scale, 0.0);
+}
+
+/* Phase 2 for keys [s0, s0 + mr) of batch entry b */
+/* dk, dv: batch entry b's (S x E) and (S x Ev) gradients; first: the first query block they
+ * see (written, later ones added) */
+static void bwd_key_block(const att_job *j, const att_panels *pn, const att_bwd_bufs *bf,
+                          int64_t q0, int64_t qn, int64_t s0, int64_t mr, char *dk, char *dv,
+                          int first)
+{
+    const int64_t esz = j->esz, L = j->L, E = j->E, Ev = j->Ev, lds = bf->lds, pw = pn->pw;
+    /* causal: query i sees key s only when i >= s */
+    const int64_t i0 = j->causal ? imax(q0, s0) : q0, k = q0 + qn - i0;
+    const double beta = first ? 0.0 : 1.0;
+    char *dkr = dk + s0 * E * esz, *dvr = dv + s0 * Ev * esz;
+    if (k <= 0) {
+        if (first) {
+            memset(dkr, 0, (size_t)(mr * E * esz));
+            memset(dvr, 0, (size_t)(mr * Ev * esz));
+        }
+        return;
+    }
+    const int64_t off = (i0 - q0) * lds + s0;
+    ukr_rows(j, pn, mr, E, k, bf->ds + off * esz, 1, lds, bf->qc + i0 * pw * esz, L * pw, dkr, E,
+             j->scale, beta);
+    ukr_rows(j, pn, mr, Ev, k, bf->p + off * esz, 1, lds, bf->gc + i0 * pw * esz, L * pw, dvr, Ev,
+             1.0, beta);
+}
+
+/* Query rows per block of the backward: P and dS of a block, 2 qb x lds elements, within
+ * about half of L2, where the key phase reads them back (1 thread, L = S = 2048: 2.7x faster
+ * than blocks of all L rows); independent of the thread count, so that dK and dV are summed
+ * over the same blocks in the same order */
+#define ATT_BWD_BLOCK_BYTES (256 * 1024)
+
+static int64_t bwd_query_block(const att_job *j, int64_t lds)
+{
+    int64_t qb = ATT_BWD_BLOCK_BYTES / (2 * lds * j->esz) / ATT_BQ * ATT_BQ;
+    qb = imax(qb, ATT_BQ);
+    return imin(qb, cdiv(j->L, ATT_BQ) * ATT_BQ);
+}
+
+/* One batch entry's buffers (att_bwd_bufs without bits) carved from one allocation, P and dS
+ * of qb query rows; NULL when it cannot be had */
+static char *bwd_alloc(const att_job *j, const att_panels *pn, int64_t lds, int64_t qb,
+                       att_bwd_bufs *bf)
+{
+    const int64_t esz = j->esz, pw = pn->pw, L = j->L, S = j->S;
+    const size_t szs[7] = {(size_t)(pn->np * pw * j->E * esz), (size_t)(pn->np * pw * j->Ev * esz),
+                           (size_t)(S * cdiv(j->E, pw) * pw * esz),
+                           (size_t)(L * cdiv(j->E, pw) * pw * esz),
+                           (size_t)(L * cdiv(j->Ev, pw) * pw * esz), (size_t)(qb * lds * esz),
+                           (size_t)(qb * lds * esz)};
+    size_t tot = 64;
+    for (int t = 0; t < 7; ++t) tot += (szs[t] + 63) & ~(size_t)63;
+    char *buf = malloc(tot), *ptr[7];
+    if (!buf) return NULL;
+    char *at = (char *)(((uintptr_t)buf + 63) & ~(uintptr_t)63);
+    for (int t = 0; t < 7; ++t) ptr[t] = at, at += (szs[t] + 63) & ~(size_t)63;
+    *bf = (att_bwd_bufs){.kp = ptr[0], .vp = ptr[1], .kc = ptr[2], .qc = ptr[3], .gc = ptr[4],
+                         .p = ptr[5], .ds = ptr[6], .bits = NULL, .lds = lds};
+    return buf;
+}
+
+/* batch entry b's operands packed into bf; returns kmax (key_norm_max, without a mask) */
+static double bwd_pack(const att_job *j, const att_panels *pn, const att_bwd_bufs *bf, int64_t b,
+                       const char *go)
+{
+    const int64_t esz = j->esz, pw = pn->pw, L = j->L, S = j->S, E = j->E, Ev = j->Ev;
+    const char *kb = j->k + b * S * E * esz;
+    pack_t(j, pw, pn->np, S, E, kb, bf->kp);
+    pack_t(j, pw, pn->np, S, Ev, j->v + b * S * Ev * esz, bf->vp);
+    pack_cols(j, pw, S, E, kb, bf->kc);
+    pack_cols(j, pw, L, E, j->q + b * L * E * esz, bf->qc);
+    pack_cols(j, pw, L, Ev, go + b * L * Ev * esz, bf->gc);
+    return j->mask ? 0.0 : key_norm_max(j, b);
+}
+
+/* Of batch entry b, its query block [q0, q0 + qn): the rows (P, dS, dQ), then the keys' dK
+ * and dV (the entry's, or a thread's partial sums: dk, dv) */
+static void bwd_query_block_run(const att_job *j, const att_panels *pn, const att_bwd_bufs *bf,
+                                int64_t b, int64_t q0, int64_t qn, const char *go, char *dq,
+                                char *dk, char *dv, double kmax, int first)
+{
+    for (int64_t c0 = q0; c0 < q0 + qn; c0 += ATT_BQ) {
+        const int64_t bn = imin(q0 + qn - c0, ATT_BQ), nrb = cdiv(bn, pn->mr);
+        for (int64_t r = 0; r < nrb; ++r) {   /* near-equal blocks: 64 = 9 x 6 + 2 x 5 */
+            int64_t r0, mr;
+            pytpp_split(bn, nrb, r, &r0, &mr);
+            bwd_row_block(j, pn, bf, b, q0, c0 + r0, mr, go, dq, kmax);
+        }
+    }
+    for (int64_t c0 = 0; c0 < j->S; c0 += ATT_BQ) {
+        const int64_t bn = imin(j->S - c0, ATT_BQ), nrb = cdiv(bn, pn->mr);
+        for (int64_t r = 0; r < nrb; ++r) {
+            int64_t r0, mr;
+            pytpp_split(bn, nrb, r, &r0, &mr);
+            bwd_key_block(j, pn, bf, q0, qn, c0 + r0, mr, dk, dv, first);
+        }
+    }
+}
+
+int pytpp_sdpa_backward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew, int64_t batch,
+                        int64_t L, int64_t S, int64_t E, int64_t Ev, const void *q,
+                        const void *k, const void *v, const void *go, void *dq, void *dk,
+                        void *dv, const void *mask, int64_t msb, int64_t msl, int64_t mss,
+                        int causal, double scale, const pytpp_sdpa_dropout *drop, int nthreads)
+{
+    if (batch <= 0) return 0;
+    const int64_t esz = ew->dtype == PYTPP_EW_F64 ? 8 : 4;
+    if (L <= 0 || S <= 0 || E <= 0 || Ev <= 0) {   /* empty sums: zero gradients */
+        memset(dq, 0, (size_t)(batch * L * E * esz));
+        memset(dk, 0, (size_t)(batch * S * E * esz));
+        memset(dv, 0, (size_t)(batch * S * Ev * esz));
+        return 0;
+    }
+    const att_job j = {.gk = gk, .ew = ew, .L = L, .S = S, .E = E, .Ev = Ev, .esz = esz,
+                       .dtype = esz == 8 ? PYTPP_F64 : PYTPP_F32, .q = q, .k = k, .v = v,
+                       .mask = mask, .o = NULL, .msb = msb, .msl = msl, .mss = mss,
+                       .causal = causal, .scale = scale, .drop = drop};
+    const att_panels pn = panels_of(&j);
+    /* a 64-byte pad between rows: rows a power of two apart share L1 sets */
+    const int64_t lds = pn.np * pn.pw + 64 / esz;
+    const int64_t qb = bwd_query_block(&j, lds), nqb = cdiv(L, qb);
+    int nt = nthreads < 1 ? 1 : nthreads;
+    if ((double)batch * L * S * (E + Ev) * 4.0 < (double)(1 << 20)) nt = 1;
+    /* Whole entries per thread, unless that leaves threads idle or unevenly loaded (fewer
+     * than 4 entries each, not a multiple) and an entry has query blocks for every thread:
+     * then each thread takes query blocks of every entry (its own packing), summing dK and dV
+     * into its own partials, added after a barrier (rows split among the threads). */
+    const int split = nt > 1 && batch % nt != 0 && batch < 4 * (int64_t)nt && nqb >= nt;
+    if (!split && nt > batch) nt = (int)batch;
+    const size_t bitsz = (size_t)cdiv(S, 8) + 64;
+    const size_t partsz = split ? (size_t)(S * (E + Ev) * esz) : 0;
+    char **parts = split ? calloc((size_t)nt, sizeof(char *)) : NULL;
+    if (split && !parts) return -1;
+    int err = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
+    {
+        att_bwd_bufs bf;
+        char *buf = bwd_alloc(&j, &pn, lds, qb, &bf);
+        uint8_t *bits = malloc(bitsz + partsz + 64);
+        bf.bits = bits;
+        const int ok = bits && buf;
+        if (!ok) err |= 1;
+        if (split) {
+            int64_t me = 0, team = 1;
+#ifdef _OPENMP
+            me = omp_get_thread_num();
+            team = omp_get_num_threads();
+#endif
+            /* every thread takes part in every barrier, failed or not */
+            char *pk = ok ? (char *)(((uintptr_t)bits + bitsz + 63) & ~(uintptr_t)63) : NULL;
+            char *pv = pk ? pk + S * E * esz : NULL;
+            parts[me] = pk;
+            for (int64_t b = 0; b < batch; ++b) {
+                if (ok) {
+                    const double km = bwd_pack(&j, &pn, &bf, b, go);
+                    for (int64_t t = me; t < nqb; t += team)
+                        bwd_query_block_run(&j, &pn, &bf, b, t * qb, imin(qb, L - t * qb), go, dq,
+                                            pk, pv, km, t == me);
+                }
+#pragma omp barrier
+                /* dK, dV of entry b: the partials summed in thread order, rows split */
+                int64_t r0, rn;
+                pytpp_split(S, team, me, &r0, &rn);
+                char *dkb = (char *)dk + b * S * E * esz, *dvb = (char *)dv + b * S * Ev * esz;
+                for (int64_t t = 0; t < team && rn > 0; ++t) {
+                    if (!parts[t]) continue;
+                    const char *tk = parts[t] + r0 * E * esz;
+                    const char *tv = parts[t] + (S * E + r0 * Ev) * esz;
+                    char *ok_ = dkb + r0 * E * esz, *ov = dvb + r0 * Ev * esz;
+                    if (t == 0) {
+                        memcpy(ok_, tk, (size_t)(rn * E * esz));
+                        memcpy(ov, tv, (size_t)(rn * Ev * esz));
+                    } else {
+                        ew->binary[PYTPP_EW_ADD](rn * E, ok_, tk, ok_, 0);
+                        ew->binary[PYTPP_EW_ADD](rn * Ev, ov, tv, ov, 0);
+                    }
+                }
+#pragma omp barrier
+            }
+        } else if (ok) {
+            int64_t b0, len;
+            pytpp_thread_part(batch, &b0, &len);
+            for (int64_t b = b0; b < b0 + len; ++b) {
+                const double km = bwd_pack(&j, &pn, &bf, b, go);
+                for (int64_t q0 = 0; q0 < L; q0 += qb)
+                    bwd_query_block_run(&j, &pn, &bf, b, q0, imin(qb, L - q0), go, dq,
+                                        (char *)dk + b * S * E * esz,
+                                        (char *)dv + b * S * Ev * esz, km, q0 == 0);
+            }
+        }
+        free(buf);
+        free(bits);
+    }
+    free(parts);
+    return err ? -1 : 0;
+}

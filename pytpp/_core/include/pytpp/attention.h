@@ -45,6 +45,18 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
                        int64_t mss, int causal, double scale, const pytpp_sdpa_dropout *drop,
                        int path, int nthreads);
 
+/* Backward: go = dO (batch, L, Ev); dq (batch, L, E), dk (batch, S, E), dv (batch, S, Ev)
+ * written (C-contiguous); the rest as pytpp_sdpa_forward (the same mask, causal, scale and
+ * dropout stream). P is recomputed; D = rowsum(dO * O) is taken as rowsum(dP * P). Per thread:
+ * K^T, V^T, K, Q, dO of one batch entry in panels and P, dS of one block of queries (about
+ * 256 KiB), never (L, S). Threads take whole batch entries, or query blocks of each entry
+ * (partial dK, dV per thread, summed). Returns 0, or -1 when buffers cannot be allocated. */
+int pytpp_sdpa_backward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew, int64_t batch,
+                        int64_t L, int64_t S, int64_t E, int64_t Ev, const void *q,
+                        const void *k, const void *v, const void *go, void *dq, void *dk,
+                        void *dv, const void *mask, int64_t msb, int64_t msl, int64_t mss,
+                        int causal, double scale, const pytpp_sdpa_dropout *drop, int nthreads);
+
 #ifdef __cplusplus
 }
 #endif
