@@ -32,8 +32,9 @@ def path(request, monkeypatch):
     return request.param
 
 
-def ref_sdpa(q, k, v, mask=None, causal=False, scale=None):
-    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+def ref_probs(q, k, mask=None, causal=False, scale=None):
+    """float64 attention probabilities softmax(q k^T * scale + mask)"""
+    q, k = q.astype(np.float64), k.astype(np.float64)
     s = (q @ np.swapaxes(k, -1, -2)) * (1 / np.sqrt(q.shape[-1]) if scale is None else scale)
     L, S = s.shape[-2:]
     if causal:
@@ -44,8 +45,11 @@ def ref_sdpa(q, k, v, mask=None, causal=False, scale=None):
     m = s.max(-1, keepdims=True)
     p = np.exp(s - np.where(m == -np.inf, 0.0, m))
     den = p.sum(-1, keepdims=True)
-    p /= np.where(den == 0, 1.0, den)
-    return p @ v
+    return p / np.where(den == 0, 1.0, den)
+
+
+def ref_sdpa(q, k, v, mask=None, causal=False, scale=None):
+    return ref_probs(q, k, mask, causal, scale) @ v.astype(np.float64)
 
 
 def close(y, ref, dtype, v):
@@ -266,17 +270,8 @@ def bwd_path(request, monkeypatch):
 
 def ref_backward(g, q, k, v, mask=None, causal=False, keep=None):
     """float64 gradients of softmax(q k^T / sqrt(E) + mask) (times keep) @ v"""
+    p = ref_probs(q, k, mask, causal)
     g, q, k, v = (a.astype(np.float64) for a in (g, q, k, v))
-    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-    L, S = s.shape[-2:]
-    if causal:
-        s = np.where(np.tril(np.ones((L, S), bool)), s, -np.inf)
-    if mask is not None:
-        s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
-    m = s.max(-1, keepdims=True)
-    p = np.exp(s - np.where(m == -np.inf, 0.0, m))
-    tot = p.sum(-1, keepdims=True)
-    p = np.divide(p, tot, out=np.zeros_like(p), where=tot > 0)
     keep = 1.0 if keep is None else keep
     dv = np.swapaxes(p * keep, -1, -2) @ g
     dp = g @ np.swapaxes(v, -1, -2) * keep

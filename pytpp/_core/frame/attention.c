@@ -169,29 +169,48 @@ static att_panels panels_of(const att_job *j)
     return p;
 }
 
-/* kp[p][e][c] = K[p pw + c][e] (the table's transpose kernel per panel) and
- * vp[p][s][c] = V[s][p pw + c], zero past S or Ev */
-static void pack_kv(const att_job *j, const att_panels *pn, int64_t b, char *kp, char *vp)
+/* dst[p][e][c] = src[p pw + c][e] for src (rows x cols): panels of src^T, zero past rows */
+static void pack_t(const att_job *j, int64_t pw, int64_t np, int64_t rows, int64_t cols,
+                   const char *src, char *dst)
 {
-    const int64_t S = j->S, E = j->E, Ev = j->Ev, pw = pn->pw, esz = j->esz;
-    const char *kb = j->k + b * S * E * esz, *vb = j->v + b * S * Ev * esz;
-    for (int64_t p = 0; p < pn->np; ++p) {
-        const int64_t w = imin(pw, S - p * pw);
-        char *d = kp + p * E * pw * esz;
-        j->ew->transpose(w, E, kb + p * pw * E * esz, E, d, pw);
+    const int64_t esz = j->esz;
+    for (int64_t p = 0; p < np; ++p) {
+        const int64_t w = imin(pw, rows - p * pw);
+        char *d = dst + p * cols * pw * esz;
+        j->ew->transpose(w, cols, src + p * pw * cols * esz, cols, d, pw);
         if (w < pw)
-            for (int64_t e = 0; e < E; ++e)
+            for (int64_t e = 0; e < cols; ++e)
                 memset(d + (e * pw + w) * esz, 0, (size_t)((pw - w) * esz));
     }
-    for (int64_t p = 0; p < pn->npv; ++p) {
-        const int64_t c0 = p * pw, w = imin(pw, Ev - c0);
-        char *d = vp + p * S * pw * esz;
-        const char *src = vb + c0 * esz;
-        for (int64_t s = 0; s < S; ++s) {
-            memcpy(d + s * pw * esz, src + s * Ev * esz, (size_t)(w * esz));
-            if (w < pw) memset(d + (s * pw + w) * esz, 0, (size_t)((pw - w) * esz));
+}
+
+/* dst[p][r][c] = src[r][p pw + c] for src (rows x cols): column panels, zero past cols */
+static void pack_cols(const att_job *j, int64_t pw, int64_t rows, int64_t cols, const char *src,
+                      char *dst)
+{
+    const int64_t esz = j->esz;
+    for (int64_t p = 0; p < cdiv(cols, pw); ++p) {
+        const int64_t c0 = p * pw, w = imin(pw, cols - c0);
+        char *d = dst + p * rows * pw * esz;
+        if (w * esz == 64) {   /* a whole cache line a row: a constant-size copy, inlined */
+            for (int64_t r = 0; r < rows; ++r)
+                memcpy(d + r * 64, src + (r * cols + c0) * esz, 64);
+            continue;
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+            memcpy(d + r * pw * esz, src + (r * cols + c0) * esz, (size_t)(w * esz));
+            if (w < pw) memset(d + (r * pw + w) * esz, 0, (size_t)((pw - w) * esz));
         }
     }
+}
+
+/* kp: K^T in panels (kp[p][e][c] = K[p pw + c][e]), vp: V in column panels (vp[p][s][c] =
+ * V[s][p pw + c]), zero past S or Ev */
+static void pack_kv(const att_job *j, const att_panels *pn, int64_t b, char *kp, char *vp)
+{
+    const int64_t S = j->S, E = j->E, Ev = j->Ev, esz = j->esz;
+    pack_t(j, pn->pw, pn->np, S, E, j->k + b * S * E * esz, kp);
+    pack_cols(j, pn->pw, S, Ev, j->v + b * S * Ev * esz, vp);
 }
 
 /* c (mr x nv vectors, ldc) = alpha a (mr x k, rows rsa apart) b (k x nv vectors, packed panel) */
@@ -222,6 +241,37 @@ static double key_norm_max(const att_job *j, int64_t b)
     return mx;
 }
 
+/* The softmax numerators of query i (batch entry b, keys [0, n)) from its scores row (the mask
+ * added to it first): prow = exp(row - shift), their sum returned; a row whose every key is
+ * masked gives zeros and returns infinity (torch's safe softmax: P = 0, no gradient). The shift:
+ * any value near the row's maximum. Without a mask, the bound |scale| |q_i| max_j |k_j| (qrow:
+ * q_i, kmax: key_norm_max) saves the pass that finds the maximum; where it is loose enough that
+ * the sum drops below 2^-50 (the largest numerator then below 2^-64: underflowed ones, below
+ * 2^-126, are nothing beside it), or the sum is not finite, the row is redone from its maximum.
+ * float32 takes the table's approximate exp (relative error 2.6e-6, beside the scores' own
+ * ~E eps). */
+static double row_numerators(const att_job *j, int64_t b, int64_t i, int64_t n,
+                             const char *qrow, double kmax, char *row, char *prow)
+{
+    const int approx = j->esz == 4;
+    double l = 0.0;
+    if (j->mask) {
+        add_mask(j, b, i, 0, n, row);
+    } else {
+        const double c = fabs(j->scale) * norm2(j, qrow, j->E) * kmax;
+        l = j->ew->exp_sum(n, row, prow, c, approx);
+    }
+    if (!(l >= 0x1p-50 && l <= 0x1p100)) {
+        const double mx = j->ew->reduce_row(n, row, PYTPP_EW_RED_MAX, 0);
+        if (mx == -INFINITY) {
+            memset(prow, 0, (size_t)(n * j->esz));
+            return INFINITY;
+        }
+        l = j->ew->exp_sum(n, row, prow, mx, approx);
+    }
+    return l;
+}
+
 /* Queries [i0, i0 + mr) of batch entry b (one register block of rows); s: their mr x lds
  * scores, then as many rows of numerators exp(s - shift); kmax: key_norm_max of b */
 static void row_block_full(const att_job *j, const att_panels *pn, int64_t b, int64_t i0,
@@ -241,31 +291,7 @@ static void row_block_full(const att_job *j, const att_panels *pn, int64_t b, in
     for (int64_t r = 0; r < mr; ++r) {
         char *row = s + r * lds * esz, *prow = pr + r * lds * esz;
         const int64_t i = i0 + r, n = j->causal ? imin(i + 1, S) : S;
-        /* The softmax's shift: any value near the row's maximum. Without a mask, the bound
-         * |scale| |q_i| max_j |k_j| saves the pass that finds the maximum; where it is loose
-         * enough that the numerators' sum drops below 2^-50 (their largest then below 2^-64:
-         * underflowed ones, below 2^-126, are nothing beside it), or the sum is not finite, the
-         * row is redone from its maximum (a row all -inf gives zeros, as torch's safe
-         * softmax). float32 takes the
-         * table's approximate exp (relative error 2.6e-6, beside the scores' own ~E eps). */
-        const int approx = esz == 4;
-        double l = 0.0;
-        if (j->mask) {
-            add_mask(j, b, i, 0, n, row);
-        } else {
-            const double c = fabs(j->scale) * norm2(j, qr + r * E * esz, E) * kmax;
-            l = j->ew->exp_sum(n, row, prow, c, approx);
-        }
-        if (!(l >= 0x1p-50 && l <= 0x1p100)) {
-            const double mx = j->ew->reduce_row(n, row, PYTPP_EW_RED_MAX, 0);
-            if (mx == -INFINITY) {   /* every key masked: zeros, as torch's safe softmax */
-                memset(prow, 0, (size_t)(n * esz));
-                l = INFINITY;
-            } else {
-                l = j->ew->exp_sum(n, row, prow, mx, approx);
-            }
-        }
-        inv[r] = 1.0 / l;
+        inv[r] = 1.0 / row_numerators(j, b, i, n, qr + r * E * esz, kmax, row, prow);
         if (n < s_end) memset(prow + n * esz, 0, (size_t)((s_end - n) * esz));
         if (j->drop) drop_row(j, b, i, 0, n, prow);   /* after the sum: P's own rows */
     }
@@ -375,41 +401,6 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
  * Threads take whole batch entries (each writes its own dK and dV), or query blocks of every
  * entry with per-thread partial dK, dV summed after a barrier. */
 
-/* dst[p][e][c] = src[p pw + c][e] for src (rows x cols): panels of src^T, zero past rows */
-static void pack_t(const att_job *j, int64_t pw, int64_t np, int64_t rows, int64_t cols,
-                   const char *src, char *dst)
-{
-    const int64_t esz = j->esz;
-    for (int64_t p = 0; p < np; ++p) {
-        const int64_t w = imin(pw, rows - p * pw);
-        char *d = dst + p * cols * pw * esz;
-        j->ew->transpose(w, cols, src + p * pw * cols * esz, cols, d, pw);
-        if (w < pw)
-            for (int64_t e = 0; e < cols; ++e)
-                memset(d + (e * pw + w) * esz, 0, (size_t)((pw - w) * esz));
-    }
-}
-
-/* dst[p][r][c] = src[r][p pw + c] for src (rows x cols): column panels, zero past cols */
-static void pack_cols(const att_job *j, int64_t pw, int64_t rows, int64_t cols, const char *src,
-                      char *dst)
-{
-    const int64_t esz = j->esz;
-    for (int64_t p = 0; p < cdiv(cols, pw); ++p) {
-        const int64_t c0 = p * pw, w = imin(pw, cols - c0);
-        char *d = dst + p * rows * pw * esz;
-        if (w * esz == 64) {   /* a whole cache line a row: a constant-size copy, inlined */
-            for (int64_t r = 0; r < rows; ++r)
-                memcpy(d + r * 64, src + (r * cols + c0) * esz, 64);
-            continue;
-        }
-        for (int64_t r = 0; r < rows; ++r) {
-            memcpy(d + r * pw * esz, src + (r * cols + c0) * esz, (size_t)(w * esz));
-            if (w < pw) memset(d + (r * pw + w) * esz, 0, (size_t)((pw - w) * esz));
-        }
-    }
-}
-
 /* c (mr x cols, ldc) = alpha a (mr x k, strides rsa, csa) b (k x cols, column panels of pw,
  * panel p at b + p * ldp elements) */
 static void ukr_rows(const att_job *j, const att_panels *pn, int64_t mr, int64_t cols, int64_t k,
@@ -448,26 +439,10 @@ static void bwd_row_block(const att_job *j, const att_panels *pn, const att_bwd_
     for (int64_t p = 0; p < npe; ++p)
         ukr1(j, mr, pn->nv, vl, E, qr, E, bf->kp + p * E * pw * esz, pw, sc + p * pw * esz,
              lds, j->scale);
-    const int approx = esz == 4;
     for (int64_t r = 0; r < mr; ++r) {   /* P, as the forward's full rows */
         char *row = sc + r * lds * esz, *prow = pr + r * lds * esz;
         const int64_t i = i0 + r, n = j->causal ? imin(i + 1, S) : S;
-        double l = 0.0;
-        if (j->mask) {
-            add_mask(j, b, i, 0, n, row);
-        } else {
-            const double c = fabs(j->scale) * norm2(j, qr + r * E * esz, E) * kmax;
-            l = j->ew->exp_sum(n, row, prow, c, approx);
-        }
-        if (!(l >= 0x1p-50 && l <= 0x1p100)) {
-            const double mx = j->ew->reduce_row(n, row, PYTPP_EW_RED_MAX, 0);
-            if (mx == -INFINITY) {   /* every key masked: P = 0, no gradient */
-                memset(prow, 0, (size_t)(n * esz));
-                l = INFINITY;
-            } else {
-                l = j->ew->exp_sum(n, row, prow, mx, approx);
-            }
-        }
+        const double l = row_numerators(j, b, i, n, qr + r * E * esz, kmax, row, prow);
         char f[8];
         pytpp_elem_put(esz, f, 0, 1.0 / l);
         j->ew->binary[PYTPP_EW_MUL](n, prow, f, prow, 2);
