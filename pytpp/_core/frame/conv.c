@@ -61,17 +61,27 @@ int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int
         for (int64_t it = 0; it < groups * npan; ++it) {                                       \
             const int64_t g = it / npan, j0 = (it % npan) * nr;                                \
             T *pd = dst + it * R * S * cg * nr;                                                \
-            {                                                                                  \
-                const int64_t nk = imax(0, imin(nr, kg - j0));                                 \
-                const T *rows = src + g * sg + j0 * sk;                                        \
-                for (int64_t r = 0; r < R; ++r)                                                \
-                    for (int64_t v = 0; v < S; ++v)                                            \
-                        for (int64_t c = 0; c < cg; ++c, pd += nr) {                           \
+            const int64_t nk = imax(0, imin(nr, kg - j0));                                     \
+            const T *rows = src + g * sg + j0 * sk;                                            \
+            if (near_cols) {                                                                   \
+                /* c outer: each c reads one compact block of the panel's columns and taps */  \
+                for (int64_t c = 0; c < cg; ++c)                                               \
+                    for (int64_t r = 0; r < R; ++r)                                            \
+                        for (int64_t v = 0; v < S; ++v) {                                      \
+                            T *d = pd + ((r * S + v) * cg + c) * nr;                           \
                             const T *at = rows + c * sc + r * sr + v * ss;                     \
-                            for (int64_t col = 0; col < nk; ++col) pd[col] = at[col * sk];     \
-                            for (int64_t col = nk; col < nr; ++col) pd[col] = 0;               \
+                            for (int64_t col = 0; col < nk; ++col) d[col] = at[col * sk];      \
+                            for (int64_t col = nk; col < nr; ++col) d[col] = 0;                \
                         }                                                                      \
+                continue;                                                                      \
             }                                                                                  \
+            for (int64_t r = 0; r < R; ++r)                                                    \
+                for (int64_t v = 0; v < S; ++v)                                                \
+                    for (int64_t c = 0; c < cg; ++c, pd += nr) {                               \
+                        const T *at = rows + c * sc + r * sr + v * ss;                         \
+                        for (int64_t col = 0; col < nk; ++col) pd[col] = at[col * sk];         \
+                        for (int64_t col = nk; col < nr; ++col) pd[col] = 0;                   \
+                    }                                                                          \
         }                                                                                      \
     } while (0)
 
@@ -82,6 +92,11 @@ void pytpp_conv_pack_weight(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t
     const int64_t kg = K / groups;
     /* threads for weights of a million elements and more (a 3x3 512x512 pack: 3 ms on one) */
     const int nt = (double)K * cg * R * S >= 1e6 && nthreads > 1 ? nthreads : 1;
+    /* a panel's columns and taps within a few lines of each other, its channels far apart (the
+     * backward by data's flipped, channel-swapped view of a forward weight): per channel one
+     * compact block read, instead of the panel's column loads striding over all channels */
+    const int64_t span = (llabs(st[1]) * nr + llabs(st[3]) * R + llabs(st[4]) * S) * esz;
+    const int near_cols = span <= 2048 && llabs(st[2]) * esz > span;
     if (esz == 8) PACK_LOOP(double); else PACK_LOOP(float);
 }
 
