@@ -2,8 +2,9 @@
 average pooling counts the zero padding in the divisor), their backward functions, and
 adaptive average pooling. The forward max and average pooling run in C (frame/pool.c: one pass
 over the input, vectorised over channels in NHWC and over output columns in NCHW, threads over
-output rows); the backward functions and adaptive pooling are numpy over the kernel taps (each
-tap one strided whole-array operation)."""
+output rows), and so do the backward functions (pool_rows.inc's backward: threads over NCHW
+planes or NHWC channel chunks, max pooling to torch's index); adaptive pooling is numpy (an
+integral image in float64)."""
 import numpy as np
 
 from pytpp._core import _conv
@@ -40,17 +41,6 @@ def _cdt(dt):
     return np.float64 if dt == np.float64 else np.float32
 
 
-def _padded(xn, p, fill, cdt):
-    N, C, H, W = xn.shape
-    xp = np.full((N, C, H + 2 * p[0], W + 2 * p[1]), fill, cdt)
-    xp[:, :, p[0]:p[0] + H, p[1]:p[1] + W] = xn
-    return xp
-
-
-def _tap(a, r, c, s, P, Q):
-    return a[:, :, r:r + (P - 1) * s[0] + 1:s[0], c:c + (Q - 1) * s[1] + 1:s[1]]
-
-
 def _finish(yn, fmt, dt):
     y = yn if fmt == "NCHW" else yn.transpose(0, 2, 3, 1)
     return np.ascontiguousarray(y).astype(dt, copy=False)
@@ -82,19 +72,6 @@ def _backward_c(op, fmt, g, x, cdt, geom):
     if gx.size:
         _conv.pool2d_backward(op, gc, xc, gx, nhwc, geom)
     return gx.astype(x.dtype, copy=False)
-
-
-def _max_taps(xp, k, s, P, Q, want_index):
-    best = _tap(xp, 0, 0, s, P, Q).copy()
-    idx = np.zeros(best.shape, np.int32) if want_index else None
-    for t in range(1, k[0] * k[1]):
-        v = _tap(xp, t // k[1], t % k[1], s, P, Q)
-        # strictly greater keeps the first maximum (torch's index); NaN wins, as in torch
-        better = (v > best) | (np.isnan(v) & ~np.isnan(best))
-        np.copyto(best, v, where=better)
-        if want_index:
-            idx[better] = t
-    return best, idx
 
 
 def max_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
