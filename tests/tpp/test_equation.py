@@ -409,3 +409,29 @@ def test_large_flat_streaming(rng):
     got = eq.compile(eq.tanh(a + b) * c, shape=(1, n))(*x)
     ref = np.tanh(x[0].astype(np.float64) + x[1]) * x[2]
     assert math.isclose(float(np.abs(got - ref).max()), 0.0, abs_tol=1e-5)
+
+
+@pytest.mark.parametrize("form", ["one input", "in place", "misaligned rows"])
+def test_streaming_root_stores(rng, form):
+    """The root's chunks go straight to an output beyond the streaming threshold: with one input
+    stream (the prefetched case), written over its own input, and rows that start off a vector
+    boundary (plain stores there)."""
+    a, b = eq.input(0), eq.input(1)
+    if form == "misaligned rows":
+        m, n = 1024, 4097
+        base = rng.standard_normal((m, n + 1)).astype(np.float32)
+        x = [rng.standard_normal((m, n)).astype(np.float32) for _ in range(2)]
+        out, first = base[:, 1:], base[:, 0].copy()
+        got = eq.compile(eq.tanh(a) * b, shape=(m, n))(*x, out=out)
+        assert got is out
+        ref = np.tanh(x[0].astype(np.float64)) * x[1]
+        np.testing.assert_array_equal(base[:, 0], first)   # the column before untouched
+    else:
+        n = 1 << 22
+        x = [rng.standard_normal((1, n)).astype(np.float32)]
+        ref = np.tanh(x[0].astype(np.float64))
+        f = eq.compile(eq.tanh(a), shape=(1, n))
+        got = f(x[0], out=x[0]) if form == "in place" else f(x[0])
+        if form == "in place":
+            assert got is x[0]
+    assert math.isclose(float(np.abs(got - ref).max()), 0.0, abs_tol=1e-6)
