@@ -78,6 +78,22 @@ def plan(m, n, k, spec, esz=4):
     return _loops.ThreadedLoop(specs, spec), (bm, bn, bk, mb, nb, kb), k_step
 
 
+def _blocked(x, br, bc, dt, order):
+    """x (r x c) in blocks of br x bc, zero-padded, the block axes (row block, row in block,
+    column block, column in block) permuted by `order`: one copy pass when the blocks divide x
+    (a padded copy first otherwise)."""
+    r, c = x.shape
+    rb, cb = -(-r // br), -(-c // bc)
+    if r % br or c % bc:
+        xp = np.zeros((rb * br, cb * bc), dt)
+        xp[:r, :c] = x
+        x = xp
+    x = np.asarray(x, dtype=dt)
+    out = np.empty(tuple((rb, br, cb, bc)[i] for i in order), dt)
+    np.copyto(out, x.reshape(rb, br, cb, bc).transpose(order))
+    return out
+
+
 def matmul_loops(a, b, spec, out=None):
     """a @ b for 2-D float32 / float64 operands under the loop-spec string `spec`."""
     if not isinstance(spec, str):
@@ -101,12 +117,8 @@ def matmul_loops(a, b, spec, out=None):
     elif k == 0:
         res = np.zeros((m, n), dt)
     else:
-        ap = np.zeros((mb * bm, kb * bk), dt)
-        ap[:m, :k] = a
-        ablk = np.ascontiguousarray(ap.reshape(mb, bm, kb, bk).transpose(0, 2, 1, 3))
-        bp = np.zeros((kb * bk, nb * bn), dt)
-        bp[:k, :n] = b
-        bblk = np.ascontiguousarray(bp.reshape(kb, bk, nb, bn).transpose(2, 0, 1, 3))
+        ablk = _blocked(a, bm, bk, dt, (0, 2, 1, 3))    # [Mb][Kb][bm][bk]
+        bblk = _blocked(b, bk, bn, dt, (2, 0, 1, 3))    # [Nb][Kb][bk][bn]
         direct = (out is not None and out.dtype == dt and out.flags.c_contiguous)
         res = out if direct else np.empty((m, n), dt)
         loop.c_nest().gemm(loop.num_threads, ablk, bblk, res, m, n, kb, bm, bn, bk, k_step)

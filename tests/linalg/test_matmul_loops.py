@@ -31,6 +31,15 @@ def test_out_and_views(rng):
     out32 = np.zeros((90, 50), np.float32)
     pytpp.matmul(a, b, out=out32, loops="BCa")
     np.testing.assert_allclose(out32, a @ b, rtol=1e-5, atol=1e-5)
+    # blocks that divide the operands (copied into the blocked layout in one pass): a strided
+    # and a Fortran-order view, a float32 operand promoted
+    a = rng.standard_normal((128, 256))[:, ::2]
+    b = np.asfortranarray(rng.standard_normal((128, 192)))
+    np.testing.assert_allclose(pytpp.matmul(a, b, loops="bcaBCb"), a @ b, rtol=1e-12, atol=1e-12)
+    a32 = a.astype(np.float32)
+    got = pytpp.matmul(a32, b[:, :64], loops="abc")
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, a32.astype(np.float64) @ b[:, :64], rtol=1e-12, atol=1e-12)
     assert pytpp.matmul(np.ones((0, 3)), np.ones((3, 4)), loops="abc").shape == (0, 4)
     np.testing.assert_array_equal(pytpp.matmul(np.ones((2, 0)), np.ones((0, 4)), loops="abc"),
                                   np.zeros((2, 4)))
