@@ -5,8 +5,9 @@
   (add, tanh in place, mul) and numpy. Rates are GB/s of the compulsory traffic, reading a, b, c
   and writing the result (16 bytes per element), shown as % of the measured copy bandwidth.
   The fused kernel moves exactly that; the three calls move 32 bytes per element.
-- softmax and layer_norm written as equations against pytpp's hand-written kernels
-  (``pytpp.nn.softmax``, ``pytpp.nn.layer_norm``) and numpy: GB/s of reading x and writing y.
+- softmax and layer_norm written as equations (run as idioms: the row kernels) and through the
+  general plan (strategy 1), against pytpp's hand-written kernels (``pytpp.nn.softmax``,
+  ``pytpp.nn.layer_norm``) and numpy: GB/s of reading x and writing y.
 """
 import numpy as np
 
@@ -53,7 +54,8 @@ def _softmax(h, threads, shape):
     out = np.empty_like(X)
     x = eq.input(0)
     e = eq.exp(x - eq.max(x))       # one node, used twice: computed once
-    f = eq.compile(e / eq.sum(e), shape=shape, dtype=np.float32)
+    f = eq.compile(e / eq.sum(e), shape=shape, dtype=np.float32)     # the softmax idiom
+    plan = eq.compile(e / eq.sum(e), shape=shape, dtype=np.float32, strategy=1)
 
     def numpy():
         np.subtract(X, X.max(axis=1, keepdims=True), out=out)
@@ -61,6 +63,7 @@ def _softmax(h, threads, shape):
         np.divide(out, out.sum(axis=1, keepdims=True), out=out)
 
     impls = [("pytpp equation", lambda: f(X, out=out)),
+             ("pytpp eq strat 1", lambda: plan(X, out=out)),
              ("pytpp nn.softmax", lambda: nn.softmax(X, axis=-1, out=out)),
              ("numpy", numpy)]
     h.compare(f"softmax as equation float32 {shape}", threads, 2 * X.nbytes, "GB/s", "copy_gbs",
@@ -77,8 +80,10 @@ def _layer_norm(h, threads, shape):
     x, g, bt = eq.input(0), eq.input(1), eq.input(2)
     xc = x - eq.sum(x) / n
     ln = eq.muladd(xc * eq.rsqrt(eq.sum(eq.square(xc)) / n + 1e-5), g, bt)
-    f = eq.compile(ln, shape=shape, dtype=np.float32)
+    f = eq.compile(ln, shape=shape, dtype=np.float32)       # the layer-normalisation idiom
+    plan = eq.compile(ln, shape=shape, dtype=np.float32, strategy=1)
     impls = [("pytpp equation", lambda: f(X, w, b, out=out)),
+             ("pytpp eq strat 1", lambda: plan(X, w, b, out=out)),
              ("pytpp nn.layer_norm", lambda: nn.layer_norm(X, n, w[0], b[0], out=out))]
     h.compare(f"layer_norm as equation float32 {shape}", threads, 2 * X.nbytes, "GB/s",
               "copy_gbs", impls, flops=X.size)

@@ -27,7 +27,9 @@ only, per block of rows and columns, threads over blocks, the GIL released: stra
 element-wise nodes: one fused kernel per ISA level walks the plan on a chunk of a row with the
 temporaries in a few local vectors) or strategy 1 (temporaries as L1-sized tiles, each node one
 call of the level's TPP kernels per tile row, a product one BRGEMM per tile; reductions take
-whole rows). docs/equations.md has the details and figures.
+whole rows). Under ``strategy="auto"`` two idioms, softmax and layer normalisation over rows,
+run the fused row kernels written for them (pytpp/tpp/_idioms.py). docs/equations.md has the
+details and figures.
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ import numpy as np
 from pytpp import _validate
 from pytpp._core import _eltwise as _ew
 from pytpp._core import _equation as _eq
+from pytpp.tpp import _idioms
 
 __all__ = ["Expr", "input", "compile", "tanh", "sigmoid", "relu", "exp", "abs", "sqrt",
            "square", "reciprocal", "rsqrt", "gelu", "muladd", "maximum", "minimum", "sum",
@@ -389,6 +392,9 @@ class Equation:
             raise ValueError(f"{_FN}.compile: input({min(both)}) is used both as an operand of "
                              f"@ and element-wise")
         self.consts = []
+        # a whole tree the fused kernel of a known composite computes (paper 4.3's idioms)
+        self._idiom = (_idioms.match(expr, shape, dtype, self.input_dtypes)
+                       if strategy == "auto" and not self.matmul_inputs else None)
         self._programs = {}
         self._lock = threading.Lock()
         self._last_plan = None
@@ -456,6 +462,9 @@ class Equation:
                1: "strategy 1: temporaries as L1 tiles, one TPP call per node and tile row",
                3: "strategy 3: L1 tiles for reductions and products, each run of element-wise "
                   "nodes between them one fused pass"}[strategy]
+        if self._idiom:
+            how = (f"idiom: {self._idiom[0]} over rows, run by its fused row kernel (the plan "
+                   f"below runs when the operands are not the kernel's: {how})")
         lines = [f"equation {root!r}", f"  shape ({m}, {n}), dtype {self.dtype.name}, compute "
                  f"{self.compute.name}; {how}",
                  f"  register score of the root {scores[id(root)]}, temporaries {pl.ntemps}"]
@@ -527,7 +536,8 @@ class Equation:
         if got[0] is None:
             return got[1]
         prog, ops, specs, target, strategy = got
-        prog.run(ops, specs, target, _STORE[self.dtype], strategy)
+        if not (self._idiom and _idioms.run(self._idiom, ops, [s[2] for s in specs], target)):
+            prog.run(ops, specs, target, _STORE[self.dtype], strategy)
         if out is not None and target is not out:
             out[...] = target
             return out
@@ -654,9 +664,11 @@ def compile(expr: Expr, shape: tuple[int, int], dtype=np.float32, *, input_dtype
     strategy : "auto", 1, 2 or 3
         1: every node one TPP call per tile row, temporaries in L1 tiles; 2: the fused kernel
         (trees of element-wise nodes only; others run as 3); 3: tiles for reductions and
-        products, each run of element-wise nodes between them one fused pass. "auto": 2 where
-        it applies, else 1 (3 measured 10-20% slower than 1 on softmax and layer_norm rows:
-        the fused kernel's set-up per tile costs more than the passes it saves).
+        products, each run of element-wise nodes between them one fused pass. "auto": a tree
+        that is softmax or layer normalisation over rows (an idiom, paper 4.3) runs that
+        composite's fused row kernel (``pytpp.nn.softmax`` / ``layer_norm``'s); otherwise 2
+        where it applies, else 1 (3 measured 10-20% slower than 1 on softmax and layer_norm
+        rows: the fused kernel's set-up per tile costs more than the passes it saves).
 
     Returns
     -------

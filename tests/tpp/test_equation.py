@@ -435,3 +435,80 @@ def test_streaming_root_stores(rng, form):
         if form == "in place":
             assert got is x[0]
     assert math.isclose(float(np.abs(got - ref).max()), 0.0, abs_tol=1e-6)
+
+
+def _ln_forms(x, g, b, n):
+    xc = x - eq.sum(x) / n
+    inv = eq.rsqrt(eq.sum(eq.square(xc)) / n + 1e-5)
+    xc2 = x - eq.sum(x) * (1.0 / n)           # written twice, the mean as a product
+    inv2 = eq.rsqrt(1e-5 + eq.sum(eq.square(x - eq.sum(x) * (1.0 / n))) * (1.0 / n))
+    return {"muladd": (eq.muladd(xc * inv, g, b), True, True),
+            "mul add": (xc2 * inv2 * g + b, True, True),
+            "scaled": (g * (inv * xc), True, False),
+            "plain": (xc * inv, False, False)}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("shape", [(1, 7), (7, 33), (33, 1000), (5, 2049)])
+def test_idioms_run_the_row_kernels(rng, dtype, shape):
+    """softmax and layer_norm trees run the hand-written row kernels under "auto" (bit for bit
+    their results) and agree with the node-by-node plan within its tolerance."""
+    m, n = shape
+    X = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    w = rng.standard_normal((1, n)).astype(dtype)
+    b = rng.standard_normal((1, n)).astype(dtype)
+    tol = 1e-2 if dtype == ml_dtypes.bfloat16 else 1e-5 if dtype == np.float32 else 1e-12
+    x, g, bt = eq.input(0), eq.input(1), eq.input(2)
+    e = eq.exp(x - eq.max(x))
+    f = eq.compile(e / eq.sum(e), shape=shape, dtype=dtype)
+    assert f._idiom == ("softmax", (0,))
+    got = f(X)
+    np.testing.assert_array_equal(got, pytpp.nn.softmax(X, axis=-1))
+    general = eq.compile(e / eq.sum(e), shape=shape, dtype=dtype, strategy=1)(X)
+    np.testing.assert_allclose(got.astype(np.float64), general.astype(np.float64), atol=tol)
+    for name, (expr, has_g, has_b) in _ln_forms(x, g, bt, n).items():
+        f = eq.compile(expr, shape=shape, dtype=dtype)
+        assert f._idiom is not None and f._idiom[0] == "layer_norm", name
+        args = (X, w, b)[:1 + has_g + has_b]
+        got = f(*args)
+        ref = pytpp.nn.layer_norm(X, n, w[0] if has_g else None, b[0] if has_b else None)
+        np.testing.assert_array_equal(got, ref, err_msg=name)
+        general = eq.compile(expr, shape=shape, dtype=dtype, strategy=1)(*args)
+        np.testing.assert_allclose(got.astype(np.float64), general.astype(np.float64),
+                                   atol=tol * 10, err_msg=name)
+
+
+def test_idioms_not_taken(rng):
+    """Trees that only look like an idiom, and calls whose operands the kernel does not take,
+    run the general plan (and still compute the tree)."""
+    m, n = 9, 40
+    X = rng.standard_normal((m, n)).astype(np.float32)
+    Y = rng.standard_normal((m, n)).astype(np.float32)
+    x, y = eq.input(0), eq.input(1)
+    wrong = {"another input's max": eq.exp(x - eq.max(y)) / eq.sum(eq.exp(x - eq.max(y))),
+             "another sum": eq.exp(x - eq.max(x)) / eq.sum(eq.exp(y - eq.max(x))),
+             "mean over n + 1": (x - eq.sum(x) / (n + 1)) * eq.rsqrt(
+                 eq.sum(eq.square(x - eq.sum(x) / (n + 1))) / (n + 1) + 1e-5)}
+    ref = {"another input's max": np.exp(X - Y.max(1, keepdims=True)) /
+           np.exp(X - Y.max(1, keepdims=True)).sum(1, keepdims=True),
+           "another sum": np.exp(X - X.max(1, keepdims=True)) /
+           np.exp(Y - X.max(1, keepdims=True)).sum(1, keepdims=True)}
+    xc = X - X.sum(1, keepdims=True) / (n + 1)
+    ref["mean over n + 1"] = xc / np.sqrt((xc * xc).sum(1, keepdims=True) / (n + 1) + 1e-5)
+    for name, expr in wrong.items():
+        f = eq.compile(expr, shape=(m, n))
+        assert f._idiom is None, name
+        np.testing.assert_allclose(f(X, Y) if "another" in name else f(X), ref[name],
+                                   rtol=1e-5, atol=1e-6, err_msg=name)
+    # the softmax idiom with its output over its input, and with x broadcast: the general plan
+    e = eq.exp(x - eq.max(x))
+    f = eq.compile(e / eq.sum(e), shape=(m, n))
+    want = pytpp.nn.softmax(X, axis=-1)
+    Z = X.copy()
+    np.testing.assert_allclose(f(Z, out=Z), want, rtol=1e-6, atol=1e-7)
+    row = X[:1]
+    np.testing.assert_allclose(f(row), np.broadcast_to(pytpp.nn.softmax(row, axis=-1), (m, n)),
+                               rtol=1e-6, atol=1e-7)
+    assert "idiom: softmax" in f.plan()
+    # an explicit strategy never takes the idiom
+    assert eq.compile(e / eq.sum(e), shape=(m, n), strategy=1)._idiom is None
