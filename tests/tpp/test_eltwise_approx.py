@@ -122,3 +122,24 @@ def test_same_result_on_every_isa(op, approx):
     atol = 1e-30 if op in ("exp", "tanh") else 1.2e-7 * np.maximum(1.0, np.abs(x))
     for y in outs[1:]:
         assert (np.abs(y - outs[0]) <= 3e-7 * np.abs(outs[0]) + atol).all()
+
+
+def test_exact_tanh_every_float_near_the_branch_point(isa):
+    """Every float32 in [0.55, 0.8] and its negative: the exp branch's cancellation is largest
+    just above 0.625, where the polynomial hands over (the worst case of the sweep above)."""
+    lo, hi = np.float32(0.55).view(np.int32), np.float32(0.8).view(np.int32)
+    x = np.arange(lo, hi, dtype=np.int32).view(np.float32)
+    x = np.concatenate([x, -x])
+    y = np.empty_like(x)
+    unary("tanh", 1, x.size, np.float32)(x, y)
+    r = np.tanh(x.astype(np.float64))
+    rel = (np.abs(y - r) / np.abs(r)).max()
+    assert rel <= bounds("tanh", False, isa)[1], f"max rel error {rel:.3e}"
+
+
+@pytest.mark.parametrize("approx", [False, "pade", "minimax"])
+def test_tanh_keeps_the_sign_of_zero(isa, approx):
+    x = np.array([-0.0, 0.0, -1e-30], np.float32)
+    y = np.empty_like(x)
+    unary("tanh", 1, x.size, np.float32, approx=approx)(x, y)
+    np.testing.assert_array_equal(np.signbit(y), [True, False, True])
