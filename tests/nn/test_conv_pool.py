@@ -320,3 +320,36 @@ def test_pooling_backward_matches_torch_on_ties_and_nan():
         ours = max_pool2d_backward(tf(g), tf(x), k, s, p, data_format=fmt)
         ours = ours.transpose(0, 3, 1, 2) if fmt == "NHWC" else ours
         np.testing.assert_allclose(ours, gx.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("k,s,p", [((2, 2), (2, 2), (0, 0)), ((2, 2), (3, 3), (1, 1)),
+                                   ((3, 3), (3, 3), (1, 1)), ((1, 2), (2, 2), (0, 1)),
+                                   ((2, 1), (3, 2), (0, 0))])
+@pytest.mark.parametrize("C", [1, 70, 130])
+def test_pooling_backward_disjoint_windows(k, s, p, C):
+    """Strides >= the window (no element in two windows: each written once, the uncovered ones
+    between and after the windows zeroed) on NHWC, with ties, NaN and -inf, channel counts
+    beyond one chunk, every level, one thread or two."""
+    import pytpp
+    rng = np.random.default_rng(C)
+    shape = (2, C, 9, 11)
+    x = with_special_values(rng, shape, np.float32, [(0.05, np.nan), (0.35, 0.0), (0.45, -np.inf)])
+    P = (shape[2] + 2 * p[0] - k[0]) // s[0] + 1
+    Q = (shape[3] + 2 * p[1] - k[1]) // s[1] + 1
+    g = rng.integers(-4, 5, (shape[0], C, P, Q)).astype(np.float32)
+    tf = lambda a: np.ascontiguousarray(a.transpose(0, 2, 3, 1))   # noqa: E731
+    old = pytpp.get_num_threads()
+    for op, f in (("max", max_pool2d_backward), ("avg", avg_pool2d_backward)):
+        ref = backward_ref(g, x, k, s, p, op)
+        for level, nt in itertools.product(pytpp.available_isas(), (1, 2)):
+            np.full(tf(x).shape, 7.0, np.float32)   # freed: its memory likely holds the result
+            pytpp.set_num_threads(nt)
+            try:
+                with pytpp.use_isa(level):
+                    gx = f(tf(g), tf(x), k, s, p, data_format="NHWC")
+            finally:
+                pytpp.set_num_threads(old)
+            if op == "max":
+                np.testing.assert_array_equal(gx.transpose(0, 3, 1, 2), ref)
+            else:
+                np.testing.assert_allclose(gx.transpose(0, 3, 1, 2), ref, rtol=1e-6, atol=1e-6)

@@ -30,7 +30,8 @@ int pytpp_pool2d_backward(const pytpp_pool_kernels *kt, int op, int nhwc,
 {
     if (s->N <= 0 || s->C <= 0 || s->H <= 0 || s->W <= 0) return 0;
     const int64_t chunks = (s->C + PYTPP_POOL_BWD_CHUNK - 1) / PYTPP_POOL_BWD_CHUNK;
-    const int64_t items = nhwc ? s->N * chunks : s->N * s->C;
+    const int64_t items = pytpp_pool_bwd_disjoint(nhwc, s) ? s->N * s->P
+                        : nhwc ? s->N * chunks : s->N * s->C;
     int nt = nthreads < 1 ? 1 : nthreads;
     if ((double)s->N * s->C * (s->H * s->W + s->P * s->Q * s->kh * s->kw) < 32768.0) nt = 1;
     if (nt > items) nt = (int)items;

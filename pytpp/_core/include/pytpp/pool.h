@@ -40,13 +40,20 @@ typedef void (*pytpp_pool_rows_fn)(int op, int nhwc, const pytpp_pool_shape *s, 
                                    const int64_t xs[3], void *y, int64_t row0, int64_t row1);
 
 /* Backward items [item0, item1) of gx = d pool / d x applied to g: an NCHW item is one plane
- * (n, c), an NHWC item one chunk of PYTPP_POOL_BWD_CHUNK channels (n, chunk) of every pixel; the
+ * (n, c), an NHWC item one chunk of PYTPP_POOL_BWD_CHUNK channels (n, chunk) of every pixel, or
+ * with windows that do not overlap one output row (n, p) and its band of input rows; the
  * item's part of gx is written whole (each input row zeroed when the windows first reach it,
  * then added to). Layouts as
  * pytpp_pool2d_backward's. Returns 0, or -1 when a tap table cannot be allocated. */
 typedef int (*pytpp_pool_bwd_fn)(int op, int nhwc, const pytpp_pool_shape *s, const void *g,
                                   const void *x, void *gx, int64_t item0, int64_t item1);
 #define PYTPP_POOL_BWD_CHUNK 64
+/* NHWC windows that do not overlap (strides >= the window): the backward's item is then an
+ * output row (n, p), whose band of input rows it writes once (pool_rows.inc). */
+static inline int pytpp_pool_bwd_disjoint(int nhwc, const pytpp_pool_shape *s)
+{
+    return nhwc && s->sh >= s->kh && s->sw >= s->kw && s->P > 0;
+}
 
 typedef struct pytpp_pool_kernels {
     const char *name;          /* ISA level */
