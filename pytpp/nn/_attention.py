@@ -209,7 +209,7 @@ def multi_head_attention(x: ArrayLike, w_qkv: ArrayLike, w_out: ArrayLike, num_h
     >>> pytpp.nn.multi_head_attention(x, w, np.eye(4), 2).shape
     (1, 3, 4)
     """
-    from pytpp import nn
+    from pytpp.nn._linear import linear
     fn = "pytpp.nn.multi_head_attention"
     x, (B, L, D) = sequence_and_heads(x, num_heads, fn)
     w_qkv = _validate.contraction_operand(w_qkv, "w_qkv", fn)
@@ -218,11 +218,11 @@ def multi_head_attention(x: ArrayLike, w_qkv: ArrayLike, w_out: ArrayLike, num_h
         raise ValueError(f"{fn}: w_qkv must be ({3 * D}, {D}) and w_out ({D}, {D}), got "
                          f"{w_qkv.shape} and {w_out.shape}")
     H, hd = int(num_heads), D // int(num_heads)
-    qkv = nn.linear(x, w_qkv)                                   # (B, L, 3D)
+    qkv = linear(x, w_qkv)                                      # (B, L, 3D)
     heads = qkv.reshape(B, L, 3, H, hd).transpose(2, 0, 3, 1, 4)  # (3, B, H, L, hd)
     mask = attn_mask
     o = scaled_dot_product_attention(heads[0], heads[1], heads[2], mask, is_causal=is_causal)
-    return nn.linear(o.transpose(0, 2, 1, 3).reshape(B, L, D), w_out)
+    return linear(o.transpose(0, 2, 1, 3).reshape(B, L, D), w_out)
 
 
 # queries per step of the backward: its scores and their gradient, (..., 128, S) at a time
@@ -321,7 +321,8 @@ def _bwd_in_c(L, S, E, Ev):
 def _backward_blocks(gf, qf, kf, vf, mask, is_causal, s, drop, cdt):
     """The numpy reference of the backward on (batch, rows, features) operands: blocks of 128
     queries through pytpp.matmul -> (dq, dk, dv)."""
-    from pytpp import linalg, nn
+    from pytpp import linalg
+    from pytpp.nn._activations import softmax
     batch, L, E = qf.shape
     S, Ev = vf.shape[1:]
     dq = np.zeros((batch, L, E), cdt)
@@ -337,7 +338,7 @@ def _backward_blocks(gf, qf, kf, vf, mask, is_causal, s, drop, cdt):
         if is_causal:
             sc[:, np.arange(S)[None, :] > np.arange(i0, i1)[:, None]] = -np.inf
         with np.errstate(invalid="ignore"):
-            p = nn.softmax(sc, axis=-1, out=sc)
+            p = softmax(sc, axis=-1, out=sc)
         if mask is not None:
             np.nan_to_num(p, copy=False, nan=0.0)                     # fully masked rows
         pd = p
