@@ -22,8 +22,6 @@ from pytpp._core import _eltwise as _ew
 from pytpp._core import _norm
 from pytpp._core import _runtime
 
-_BCAST_NONE, _BCAST_ROW = 0, 1
-
 
 def _same(a, b):
     """Structurally equal expressions (one object, or the same kinds, ops, values, children)."""
@@ -127,34 +125,30 @@ def match(expr, shape, dtype, input_dtypes):
     return None
 
 
-_DT = {np.dtype(np.float64): _ew.F64, np.dtype(np.float32): _ew.F32}
-
-
-def run(idiom, ops, bcs, target):
-    """Runs `idiom` on the call's operands (after the equation's checks) into target; False when
-    these operands are not the kernel's (the caller then runs the general plan)."""
+def run(idiom, ops, specs, target, out_code):
+    """Runs `idiom` on the call's operands (after the equation's checks: each a 2-D array, its
+    spec (ld, storage code, broadcast)) into target (storage code out_code); False when these
+    operands are not the kernel's (the caller then runs the general plan)."""
     name, args = idiom
-    x = ops[args[0]]
     m, n = target.shape
-    # x dense (m, n): a single row comes as a broadcast row
-    if bcs[args[0]] not in ((_BCAST_NONE, _BCAST_ROW) if m == 1 else (_BCAST_NONE,)):
-        return False
-    if n > 1 and x.strides[1] != x.itemsize:
-        return False
+    x = ops[args[0]]
     params = [i for i in args[1:3] if i is not None] if name == "layer_norm" else []
-    if any(bcs[i] != _BCAST_ROW for i in params):
+    # x dense (m, n), unit column stride; g and b rows (1, n); nothing over the output
+    if x.shape != (m, n) or (n > 1 and x.strides[1] != x.itemsize):
+        return False
+    if any(ops[i].shape != (1, n) for i in params):
         return False
     if any(np.may_share_memory(ops[i], target) for i in [args[0], *params]):
         return False
-    ldx = x.strides[0] // x.itemsize if m > 1 else n
-    cdt = np.dtype(np.float64) if x.dtype == np.float64 else np.dtype(np.float32)
+    ldx, xcode, _ = specs[args[0]]
     if name == "softmax":
         ldy = target.strides[0] // target.itemsize if m > 1 else n
-        _ew.run(_ew.KIND_SOFTMAX, 0, m, n, ((x, ldx, _DT.get(x.dtype, _ew.BF16), 0),),
-                (target, ldy, _DT.get(target.dtype, _ew.BF16)), _DT[cdt],
+        cdt = _ew.F64 if x.dtype == np.float64 else _ew.F32
+        _ew.run(_ew.KIND_SOFTMAX, 0, m, n, ((x, ldx, xcode, 0),), (target, ldy, out_code), cdt,
                 _runtime.active_isa_index())
         return True
     _, g, b, eps = args
+    cdt = np.float64 if x.dtype == np.float64 else np.float32
     w = None if g is None else np.ascontiguousarray(ops[g].reshape(-1), dtype=cdt)
     bias = None if b is None else np.ascontiguousarray(ops[b].reshape(-1), dtype=cdt)
     _norm.forward(_norm.LAYER, x, w, bias, eps, target, np.empty(m, cdt), np.empty(m, cdt))

@@ -536,7 +536,7 @@ class Equation:
         if got[0] is None:
             return got[1]
         prog, ops, specs, target, strategy = got
-        if not (self._idiom and _idioms.run(self._idiom, ops, [s[2] for s in specs], target)):
+        if not (self._idiom and _idioms.run(self._idiom, ops, specs, target, _STORE[self.dtype])):
             prog.run(ops, specs, target, _STORE[self.dtype], strategy)
         if out is not None and target is not out:
             out[...] = target
