@@ -69,7 +69,7 @@ def measure(threads=None, quick=False):
     result = {}
     for nt in sorted({1, threads}):
         row = {kind: _runtime.measure_peak(kind, nt, iters, reps)
-               for kind in ("f64", "f32", "bf16", "int8")}
+               for kind in ("f64", "f32", "bf16", "int8", "int8_7bit")}
         # without vdpbf16ps the bf16 kernels run fp32 FMAs on widened operands: that is their peak
         row["bf16_native"] = row["bf16"] is not None
         if row["bf16"] is None and row["f32"] is not None:
@@ -84,10 +84,12 @@ def measure(threads=None, quick=False):
 def print_measured(peaks, file=None):
     for nt, row in peaks.items():
         fmt = lambda v, unit: "n/a" if v is None else f"{v:7.1f} {unit}"
+        seven = row.get("int8_7bit")
+        int8 = fmt(row["int8"], "GOP/s") + ("" if seven is None else f" (7-bit A {seven:.1f})")
         print(f"peak, {nt} thread{'s' if nt > 1 else ''}: "
               f"fp64 {fmt(row['f64'], 'GFLOP/s')} | fp32 {fmt(row['f32'], 'GFLOP/s')} | "
               f"bf16 {'dot' if row.get('bf16_native') else '(fp32 FMA)'} "
-              f"{fmt(row['bf16'], 'GFLOP/s')} | int8 {fmt(row['int8'], 'GOP/s')} | "
+              f"{fmt(row['bf16'], 'GFLOP/s')} | int8 {int8} | "
               f"memory read {row['read_gbs']:.1f} GB/s, copy {row['copy_gbs']:.1f} GB/s "
               f"(ordinary stores {row['copy_plain_gbs']:.1f}, streaming {row['copy_stream_gbs']:.1f})",
               file=file)

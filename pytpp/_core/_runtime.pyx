@@ -158,6 +158,10 @@ cdef peak_fn _peak_kernel(str kind) except? NULL:
             return pytpp_peak_int8_madd_avx512
         if _best >= PYTPP_ISA_AVX2:
             return pytpp_peak_int8_madd_avx2
+    elif kind == "int8_7bit":
+        # the AVX2 level's 7-bit kernels (vpmaddubsw); the AVX-512 levels have none
+        if _best == PYTPP_ISA_AVX2:
+            return pytpp_peak_int8_u7_avx2
     else:
         raise ValueError(f"unknown peak kind {kind!r}")
     return NULL

@@ -90,6 +90,7 @@ cdef extern from "pytpp/peak.h" nogil:
     double pytpp_peak_int8_dot_avx512(int64_t iters, double *sink)
     double pytpp_peak_int8_madd_avx2(int64_t iters, double *sink)
     double pytpp_peak_int8_madd_avx512(int64_t iters, double *sink)
+    double pytpp_peak_int8_u7_avx2(int64_t iters, double *sink)
     double pytpp_stream_read(const double *x, int64_t n, double *sink)
     double pytpp_stream_copy(const double *x, double *y, int64_t n)
     double pytpp_stream_copy_nt(const double *x, double *y, int64_t n)

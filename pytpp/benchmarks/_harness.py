@@ -39,13 +39,16 @@ def library(impl):
 def scaled_peak(peaks, kind, threads):
     """The peak of `kind` for `threads` from measured `peaks` ({threads: {kind: value}}, as
     :func:`pytpp._info.measure` returns it, always with an entry for 1 thread)."""
-    one = peaks[1][kind]
-    measured = peaks[threads][kind] if threads in peaks else None
+    one = peaks[1].get(kind)
+    measured = peaks[threads].get(kind) if threads in peaks else None
     if kind.endswith("_gbs"):  # bandwidth does not scale with cores
         return measured if measured is not None else one
     if kind == "bf16" and one is None:
         # no bf16 dot-product instruction: bf16 products run on the fp32 FMAs at best
         return scaled_peak(peaks, "f32", threads)
+    if kind == "int8_7bit" and one is None:
+        # no separate 7-bit kernels (AVX-512 levels): 7-bit data runs the 8-bit ones
+        return scaled_peak(peaks, "int8", threads)
     if one is None:
         return None
     # Compute scales with cores exactly (PERF-NOTES); a t-thread loop that shared the CPU
@@ -86,7 +89,8 @@ class Harness:
         return self._peaks
 
     def peak(self, kind, threads):
-        """Measured peak for `kind` ('f64', 'f32', 'bf16', 'int8', 'read_gbs', 'copy_gbs')."""
+        """Measured peak for `kind` ('f64', 'f32', 'bf16', 'int8', 'int8_7bit', 'read_gbs',
+        'copy_gbs')."""
         return scaled_peak(self.peaks(), kind, threads)
 
     # ---- thread control ---------------------------------------------------------------

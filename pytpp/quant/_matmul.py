@@ -6,13 +6,15 @@ import numpy as np
 
 from pytpp import _validate
 
-from pytpp._core import _runtime
+from pytpp._core import _lowp, _runtime
 from pytpp._typing import Array, ArrayLike
-from pytpp.tpp._gemm import brgemm as _brgemm_handle
+from pytpp.tpp import _lowp as _tpp_lowp
 
 _FN = "pytpp.quant.matmul_int8"
 _Q = (np.dtype(np.uint8), np.dtype(np.int8))
 I32 = np.dtype(np.int32)
+_TYPE = {np.dtype(np.uint8): _lowp.U8, np.dtype(np.int8): _lowp.S8}
+_RANGE = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
 
 
 def _operand(x, name):
@@ -27,15 +29,41 @@ def _operand(x, name):
 
 def _zero_point(zp, dt, length, name):
     """A zero point as int64: a scalar, or 1-D of `length` (per row of a / column of b)."""
+    lo, hi = _RANGE[dt]
+    if type(zp) is int or (isinstance(zp, np.integer) and not isinstance(zp, np.bool_)):
+        if not lo <= zp <= hi:     # the common case, without array passes
+            raise ValueError(f"{_FN}: {name} must lie in [{lo}, {hi}] for {dt}")
+        return np.int64(zp)
     z = np.asarray(zp)
     if z.dtype.kind not in "iu" or z.dtype == bool:
         raise TypeError(f"{_FN}: {name} must be an integer (or 1-D integers), got {zp!r}")
-    info = np.iinfo(dt)
-    if np.any(z < info.min) or np.any(z > info.max):
-        raise ValueError(f"{_FN}: {name} must lie in [{info.min}, {info.max}] for {dt}")
+    if np.any(z < lo) or np.any(z > hi):
+        raise ValueError(f"{_FN}: {name} must lie in [{lo}, {hi}] for {dt}")
     if z.ndim > 1 or (z.ndim == 1 and z.shape[0] != length):
         raise ValueError(f"{_FN}: {name} has shape {z.shape}; expected a scalar or ({length},)")
     return z.astype(np.int64)
+
+
+def _nonzero(z):
+    return bool(z) if z.ndim == 0 else bool(z.any())
+
+
+def _product(a, b, target, comp, a7):
+    """target = a @ b (+ comp on every row) on the 8-bit kernels of the active level, called
+    directly: the operands are checked by matmul_int8 (a handle would check them again, at
+    ten times the cost of a small product). target: int32 (m, n)."""
+    m, k = a.shape
+    n = b.shape[1]
+    which = _tpp_lowp._forced["i8"] or (_tpp_lowp._U7 if a7 else 0)
+    out = target
+    if target.strides[1] != 4 or np.may_share_memory(target, a) or \
+            np.may_share_memory(target, b):
+        out = np.empty((m, n), I32)
+    geom = (m, n, k, a.strides[0], a.strides[1], 1, b.strides[0], 0, b.strides[1],
+            out.strides[0] // 4, _TYPE[a.dtype], _TYPE[b.dtype], _lowp.I32, 0)
+    _lowp.run(_runtime.active_isa_index(), which, a, b, out, geom, 0, 1, 0, 0, None, None, comp)
+    if out is not target:
+        target[...] = out
 
 
 def _sums(x, axis):
@@ -97,15 +125,14 @@ def matmul_int8(a: ArrayLike, b: ArrayLike, *, a_zero_point: ArrayLike = 0,
     a7 = (a.dtype == np.uint8 and b.dtype == np.int8 and a.size > 0
           and _runtime.get_isa() == "avx2" and int(a.max()) <= 127)
     colsum = None
-    if 0 < m <= 3 and n and np.any(za != 0):
+    if 0 < m <= 3 and n and _nonzero(za):
         # few rows: b's column sums come from the same single pass over b (the small-m kernels
         # read b once for up to 4 rows), as the product of one more row of ones
         a1 = np.empty((m + 1, k), a.dtype)
         a1[:m] = a
         a1[m] = 1
         full = np.empty((m + 1, n), I32)
-        h = _brgemm_handle(m + 1, n, k, dtype=a.dtype, b_dtype=b.dtype, beta=0.0, a_7bit=a7)
-        h(a1[None], b[None], full, 1)
+        _product(a1, b, full, None, a7)
         target[...] = full[:m]
         colsum = full[m].astype(np.int64)     # modulo 2**32, all that the int32 result needs
         if za.ndim == 0:
@@ -113,20 +140,21 @@ def matmul_int8(a: ArrayLike, b: ArrayLike, *, a_zero_point: ArrayLike = 0,
                 target += (-(za * colsum) + k * za * zb).astype(I32)
     else:
         comp = None
-        with np.errstate(over="ignore"):
-            if za.ndim == 0 and (za != 0 or zb.ndim == 0 and zb != 0):
-                # a per-tensor zero point of a: -za * colsum(b) + k * za * zb, one value per column
-                colsum = _sums(b, 0)
+        if za.ndim == 0 and (za != 0 or zb.ndim == 0 and zb != 0):
+            # a per-tensor zero point of a: -za * colsum(b) + k * za * zb, one value per column
+            colsum = _sums(b, 0)
+            with np.errstate(over="ignore"):
                 comp = (-(za * colsum) + k * za * zb).astype(I32)
-                comp = np.ascontiguousarray(np.broadcast_to(comp, (n,)))
-        h = _brgemm_handle(m, n, k, dtype=a.dtype, b_dtype=b.dtype, beta=0.0, a_7bit=a7)
-        h(a[None], b[None], target, 1, comp=comp)
+            comp = np.ascontiguousarray(np.broadcast_to(comp, (n,)))
+        _product(a, b, target, comp, a7)
+    if za.ndim == 0 and not _nonzero(zb):
+        return target
     with np.errstate(over="ignore"):
         if za.ndim == 1:
             if colsum is None:
                 colsum = _sums(b, 0)
             target -= np.multiply.outer(za, colsum - k * zb).astype(I32)
-        if np.any(zb != 0):
+        if _nonzero(zb):
             rowsum = _sums(a, 1)
             target -= np.multiply.outer(rowsum, zb).astype(I32) if zb.ndim else \
                 (rowsum * int(zb)).astype(I32)[:, None]

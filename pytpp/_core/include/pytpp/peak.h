@@ -15,6 +15,8 @@ double pytpp_peak_int8_dot_avx512(int64_t iters, double *sink);
 /* 8-bit products the way the kernels without VNNI do them (int16 pairs, vpmaddwd + vpaddd). */
 double pytpp_peak_int8_madd_avx2(int64_t iters, double *sink);
 double pytpp_peak_int8_madd_avx512(int64_t iters, double *sink);
+/* 7-bit A x 8-bit B quads on AVX2 (vpmaddubsw + vpmaddwd by ones + vpaddd): the 7-bit kernels. */
+double pytpp_peak_int8_u7_avx2(int64_t iters, double *sink);
 /* Bytes moved by reading `n` doubles once (sum, added to *sink) or copying n doubles with
  * ordinary stores (copy) or streaming stores (copy_nt). */
 double pytpp_stream_read(const double *x, int64_t n, double *sink);
