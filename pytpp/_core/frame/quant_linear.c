@@ -6,71 +6,17 @@
  * over an int32 C: the same time; this way no m x n int32 buffer is needed.)
  *
  * Every float operation is numpy's float32 one of pytpp.quant.QuantizedLinear, in the same order
- * and rounding (no contraction: this file is built without FMA), so the results are the same
- * bits. */
+ * and rounding (no contraction: this file is built without FMA; the passes over x come from
+ * the kernel table, quant_rows.inc, compiled for its level without contraction), so the
+ * results are the same bits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "pytpp/gemm_lowp.h"
 
-/* The selects below (clamps, min / max) may then become vector blends: no float exception
- * state is read anywhere in pytpp, and the values are the same. */
+/* The relu select below may then become a vector max: no float exception state is read
+ * anywhere in pytpp, and the values are the same. */
 #pragma GCC optimize("no-trapping-math")
-
-/* round half to even of a float32 whose magnitude is at most 2^22: adding 1.5 * 2^23 leaves no
- * fraction bits, the default rounding mode rounds ties to even */
-static inline float round_even(float t)
-{
-    const float magic = 12582912.0f;
-    return (t + magic) - magic;
-}
-
-/* min(x, 0), max(x, 0) over the rows; 1 if some value is NaN or +-inf (exponent all ones).
- * Vectorized as min / max reductions, which GCC does only when it may ignore NaN and the sign of
- * zero: NaN / inf are caught by the integer test (and x is then rejected), and a -0 minimum
- * gives the same scale and zero point as +0. */
-#pragma GCC push_options
-#pragma GCC optimize("finite-math-only", "no-signed-zeros")
-static int x_range(const float *x, int64_t m, int64_t k, int64_t ldx, float *lo, float *hi)
-{
-    float mn = 0.0f, mx = 0.0f;
-    uint32_t bad = 0;
-    for (int64_t i = 0; i < m; ++i) {
-        const float *row = x + i * ldx;
-        float rmn = mn, rmx = mx;
-        for (int64_t p = 0; p < k; ++p) {
-            const float v = row[p];
-            uint32_t u;
-            memcpy(&u, &v, 4);
-            rmn = v < rmn ? v : rmn;
-            rmx = v > rmx ? v : rmx;
-            bad |= (u & 0x7f800000u) == 0x7f800000u;
-        }
-        mn = rmn;
-        mx = rmx;
-    }
-    *lo = mn;
-    *hi = mx;
-    return bad != 0;
-}
-#pragma GCC pop_options
-
-static void quantize_rows(const float *x, int64_t m, int64_t k, int64_t ldx, float inv, float zp,
-                          float qmax, uint8_t *q)
-{
-    const float big = 4194304.0f;       /* 2^22: beyond it the clip below decides alone */
-    for (int64_t i = 0; i < m; ++i) {
-        const float *row = x + i * ldx;
-        uint8_t *out = q + i * k;
-        for (int64_t p = 0; p < k; ++p) {
-            float t = row[p] * inv;
-            t = t < -big ? -big : (t > big ? big : t);
-            t = round_even(t) + zp;
-            t = t < 0.0f ? 0.0f : (t > qmax ? qmax : t);
-            out[p] = (uint8_t)(int)t;
-        }
-    }
-}
 
 /* The epilogue on a finished block of C whose int32 sums live in y's memory: y = the above, in
  * place (memcpy reads and writes the 4 bytes without type punning). */
@@ -122,7 +68,7 @@ int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, 
     for (int t = 0; t < nt; ++t) {
         const int64_t i0 = m * t / nt, i1 = m * (t + 1) / nt;
         float l, h;
-        bad |= x_range(x + i0 * ldx, i1 - i0, k, ldx, &l, &h);
+        bad |= ks->i8->x_range(x + i0 * ldx, i1 - i0, k, ldx, &l, &h);
         lo32 = l < lo32 ? l : lo32;
         hi32 = h > hi32 ? h : hi32;
     }
@@ -143,7 +89,8 @@ int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, 
 #endif
     for (int t = 0; t < nt; ++t) {
         const int64_t i0 = m * t / nt, i1 = m * (t + 1) / nt;
-        quantize_rows(x + i0 * ldx, i1 - i0, k, ldx, inv, (float)zp, (float)qmax, q + i0 * k);
+        ks->i8->quantize_rows(x + i0 * ldx, i1 - i0, k, ldx, inv, (float)zp, (float)qmax,
+                              q + i0 * k);
     }
 
     int32_t *comp = (int32_t *)malloc((size_t)n * (sizeof(int32_t) + sizeof(float)));

@@ -59,6 +59,11 @@ typedef struct pytpp_i8_kernels {
     void (*pack_b)(const uint8_t *b, int g, int64_t rs_g, int64_t rs_e, int64_t cs, int64_t kk,
                    int64_t cols, int sgn, void *dst);
     pytpp_i8_gemv_fn gemv;      /* small m on unpacked B (NULL: the family has none) */
+    /* the float32 passes of a quantized layer (quant_rows.inc, pytpp_lowp_qlinear): x's range
+     * (min(x, 0), max(x, 0); returns 1 on NaN / inf) and x quantized to uint8 rows of k bytes */
+    int (*x_range)(const float *x, int64_t m, int64_t k, int64_t ldx, float *lo, float *hi);
+    void (*quantize_rows)(const float *x, int64_t m, int64_t k, int64_t ldx, float inv,
+                          float zp, float qmax, uint8_t *q);
 } pytpp_i8_kernels;
 
 extern const pytpp_i8_kernels pytpp_mm_i8_ref, pytpp_mm_i8_avx2, pytpp_mm_i8_avx512,
