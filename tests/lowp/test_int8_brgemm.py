@@ -233,3 +233,23 @@ def test_seven_bit_kernels_exact(isa, rng, m, n, k, count):
         assert (c == 4).all()
     with pytest.raises(ValueError, match="a_7bit"):
         pytpp.tpp.brgemm(m, n, k, dtype=I8, a_7bit=True)
+
+
+@pytest.mark.parametrize("adt,bdt", [(U8, I8), (I8, I8)])
+@pytest.mark.parametrize("row_elems,n", [(512, 512), (1024, 1000), (1024, 17)])
+def test_aliasing_c_rows_accumulate_exactly(isa, rng, adt, bdt, row_elems, n):
+    # C rows 2 or 4 KiB apart (the driver then sums each k block in a tile and adds it to C):
+    # several k blocks, a batch, beta 1 on C's own values, a masked last vector, every kernel
+    m, k, count = 13, 1300, 2
+    a, b = ints(rng, (count, m, k), adt), ints(rng, (count, k, n), bdt)
+    h = pytpp.tpp.brgemm(m, n, k, dtype=adt, b_dtype=bdt, beta=1.0)
+    start = ints(rng, (m, n), np.int16).astype(np.int32)
+    want = (ref_sum(a, b).astype(np.int64) + start).astype(np.int32)
+    for kern in kernels_for(adt, bdt):
+        with _lowp.using_kernel(kern):
+            big = np.full((m, row_elems), -5, np.int32)
+            c = big[:, :n]
+            c[...] = start
+            h(a, b, c, count)
+            np.testing.assert_array_equal(c, want, err_msg=kern)
+            assert (big[:, n:] == -5).all(), kern
