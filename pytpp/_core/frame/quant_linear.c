@@ -14,13 +14,10 @@
 #include <string.h>
 #include "pytpp/gemm_lowp.h"
 
-/* The relu select below may then become a vector max: no float exception state is read
- * anywhere in pytpp, and the values are the same. */
-#pragma GCC optimize("no-trapping-math")
-
 /* The epilogue on a finished block of C whose int32 sums live in y's memory: y = the above, in
- * place (memcpy reads and writes the 4 bytes without type punning). */
+ * place, by the kernel table's rows pass (quant_rows.inc, built for its level). */
 typedef struct ql_ctx {
+    const pytpp_i8_kernels *i8;
     const int32_t *comp;
     const float *s, *bias;
     int relu;
@@ -30,23 +27,9 @@ static void ql_block(const void *ctx, void *c, int64_t ldc, int64_t i0, int64_t 
                      int64_t cols)
 {
     const ql_ctx *e = (const ql_ctx *)ctx;
-    const int32_t *comp = e->comp + j0;
-    const float *s = e->s + j0, *bias = e->bias ? e->bias + j0 : NULL;
     (void)i0;
-    for (int64_t i = 0; i < rows; ++i) {
-        char *row = (char *)c + i * ldc * 4;
-        for (int64_t j = 0; j < cols; ++j) {
-            int32_t v;
-            memcpy(&v, row + 4 * j, 4);
-            const float p = (float)(int32_t)((uint32_t)v + (uint32_t)comp[j]) * s[j];
-            memcpy(row + 4 * j, &p, 4);
-        }
-        float *out = (float *)row;      /* float from here on */
-        if (bias)
-            for (int64_t j = 0; j < cols; ++j) out[j] = out[j] + bias[j];
-        if (e->relu)
-            for (int64_t j = 0; j < cols; ++j) out[j] = out[j] > 0.0f ? out[j] : 0.0f;
-    }
+    e->i8->dequantize_rows(c, ldc, rows, cols, e->comp + j0, e->s + j0,
+                           e->bias ? e->bias + j0 : NULL, e->relu);
 }
 
 int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, int64_t k,
@@ -102,7 +85,7 @@ int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, 
     }
     /* C is y's memory: the kernels write the int32 sums there and the epilogue turns each
      * finished block into y while it is in cache (no m x n int32 buffer written, read back) */
-    const ql_ctx ctx = {.comp = comp, .s = s, .bias = bias, .relu = relu};
+    const ql_ctx ctx = {.i8 = ks->i8, .comp = comp, .s = s, .bias = bias, .relu = relu};
     const pytpp_lowp_desc d = {.m = m, .n = n, .k = k, .rsa = k, .csa = 1, .g = 1, .ldc = ldy,
                                .a_type = PYTPP_LP_U8, .b_type = PYTPP_LP_S8,
                                .c_type = PYTPP_LP_I32, .accumulate = 0, .b_packed = 1,

@@ -64,6 +64,10 @@ typedef struct pytpp_i8_kernels {
     int (*x_range)(const float *x, int64_t m, int64_t k, int64_t ldx, float *lo, float *hi);
     void (*quantize_rows)(const float *x, int64_t m, int64_t k, int64_t ldx, float inv,
                           float zp, float qmax, uint8_t *q);
+    /* the epilogue, in place over rows x cols of int32 C (row stride ldc): float32
+     * relu?((float)(C + comp[j]) * s[j] + bias[j]) (bias may be NULL) */
+    void (*dequantize_rows)(void *c, int64_t ldc, int64_t rows, int64_t cols,
+                            const int32_t *comp, const float *s, const float *bias, int relu);
 } pytpp_i8_kernels;
 
 extern const pytpp_i8_kernels pytpp_mm_i8_ref, pytpp_mm_i8_avx2, pytpp_mm_i8_avx512,
