@@ -6,9 +6,9 @@
  * over an int32 C: the same time; this way no m x n int32 buffer is needed.)
  *
  * Every float operation is numpy's float32 one of pytpp.quant.QuantizedLinear, in the same order
- * and rounding (no contraction: this file is built without FMA; the passes over x come from
- * the kernel table, quant_rows.inc, compiled for its level without contraction), so the
- * results are the same bits. */
+ * and rounding (no contraction: this file is built without FMA; the passes over x and the
+ * epilogue come from the kernel table, quant_rows.inc, compiled for its level without
+ * contraction), so the results are the same bits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
