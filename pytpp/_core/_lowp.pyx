@@ -25,6 +25,10 @@ cdef extern from "pytpp/gemm_lowp.h" nogil:
                            const int64_t *colsum, const double *w_scale, const float *bias,
                            int relu, float *y, int64_t ldy, cnp.uint8_t *q, int nthreads,
                            double *scale_out, int *zp_out)
+    int pytpp_lowp_qlinear_u8(const pytpp_lowp_kernels *ks, const cnp.uint8_t *q, int64_t m,
+                              int64_t k, int64_t ldq, double scale, int zp, const void *packed_b,
+                              int64_t n, const int64_t *colsum, const double *w_scale,
+                              const float *bias, int relu, float *y, int64_t ldy, int nthreads)
 
 U8, S8, BF16, I32, F32 = PYTPP_LP_U8, PYTPP_LP_S8, PYTPP_LP_BF16, PYTPP_LP_I32, PYTPP_LP_F32
 # kernel choice (dispatch.h enum pytpp_i8_kernel / pytpp_bf16_kernel): 0 = the level's best;
@@ -200,6 +204,35 @@ def qlinear(int isa, int which, cnp.ndarray x, cnp.ndarray packed, cnp.ndarray c
     if err:
         raise ValueError("pytpp: the 8-bit kernel cannot take these operand types")
     return scale, zp
+
+
+def qlinear_u8(int isa, int which, cnp.ndarray q, double scale, int zp, cnp.ndarray packed,
+               cnp.ndarray colsum, cnp.ndarray w_scale, object bias, bint relu, cnp.ndarray y):
+    """The layer of `qlinear` on x already quantized (gemm_lowp.h pytpp_lowp_qlinear_u8): q
+    uint8 (m, k) with unit column stride, its scale and zero point; the other arguments as
+    there."""
+    cdef pytpp_lowp_kernels ks
+    select(isa, which, PYTPP_LP_U8, PYTPP_LP_S8, &ks)
+    cdef int64_t m = q.shape[0], k = q.shape[1], n = y.shape[1]
+    cdef int64_t ldq = q.strides[0] if m > 1 else k
+    cdef int64_t ldy = y.strides[0] // 4 if m > 1 else n
+    cdef const cnp.uint8_t *pq = <const cnp.uint8_t *>cnp.PyArray_DATA(q)
+    cdef const void *pp = cnp.PyArray_DATA(packed)
+    cdef const int64_t *pcs = <const int64_t *>cnp.PyArray_DATA(colsum)
+    cdef const double *pws = <const double *>cnp.PyArray_DATA(w_scale)
+    cdef const float *pbias = NULL
+    if bias is not None:
+        pbias = <const float *>cnp.PyArray_DATA(<cnp.ndarray>bias)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    cdef int nt = num_threads()
+    cdef int err
+    with nogil:
+        err = pytpp_lowp_qlinear_u8(&ks, pq, m, k, ldq, scale, zp, pp, n, pcs, pws, pbias, relu,
+                                    py, ldy, nt)
+    if err == -1:
+        raise MemoryError("pytpp: no memory for the packed panels")
+    if err:
+        raise ValueError("pytpp: the 8-bit kernel cannot take these operand types")
 
 
 cdef class LowpHandle:

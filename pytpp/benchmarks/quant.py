@@ -73,6 +73,81 @@ def _exactness(y, a, b, a_zero_point):
     return "" if np.array_equal(np.asarray(y)[rows], ref) else " (inexact)"
 
 
+def _onnx_static_linear(w, scale, x_scale, x_zp, y_scale, y_zp):
+    """An onnxruntime session of a statically quantized linear layer: QLinearMatMul on uint8 x
+    (given scale and zero point) and int8 weights with per-output-channel scales, uint8 out; or
+    None."""
+    try:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        return None
+    wq = np.clip(np.rint(w / scale[:, None]), -128, 127).astype(np.int8).T.copy()   # (k, n)
+    inits = [numpy_helper.from_array(wq, "Wq"),
+             numpy_helper.from_array(np.array(x_scale, np.float32), "xs"),
+             numpy_helper.from_array(np.array(x_zp, np.uint8), "xz"),
+             numpy_helper.from_array(scale.astype(np.float32), "ws"),
+             numpy_helper.from_array(np.zeros(wq.shape[1], np.int8), "wz"),
+             numpy_helper.from_array(np.array(y_scale, np.float32), "ys"),
+             numpy_helper.from_array(np.array(y_zp, np.uint8), "yz")]
+    node = helper.make_node("QLinearMatMul", ["X", "xs", "xz", "Wq", "ws", "wz", "ys", "yz"],
+                            ["Y"])
+    graph = helper.make_graph(
+        [node], "static_linear",
+        [helper.make_tensor_value_info("X", TensorProto.UINT8, ["m", wq.shape[0]])],
+        [helper.make_tensor_value_info("Y", TensorProto.UINT8, ["m", wq.shape[1]])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = pytpp.get_num_threads()
+    try:
+        return ort.InferenceSession(model.SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+    except Exception:   # an onnxruntime without per-channel QLinearMatMul
+        return None
+
+
+def _linear_static(h, m, k, n, threads):
+    """The layer on an activation already quantized (static quantization: uint8 x with its
+    scale and zero point), against torch's statically quantized Linear and QLinearMatMul."""
+    case = f"quantized linear static {m}x{k}x{n}"
+    if not h.wants(case):
+        return
+    rng = np.random.default_rng(2)
+    w = (rng.standard_normal((n, k)) * 0.05).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    layer = pytpp.quant.QuantizedLinear(w, bias)
+    # 7-bit activations where the layer's kernels take them (reduce_range), as torch's x86 does
+    qmax = 127 if layer._seven_bit() else 255
+    x_scale, x_zp = float(x.max() - min(x.min(), 0.0)) / qmax, 0
+    x_zp = int(round(-min(float(x.min()), 0.0) / x_scale))
+    q = np.clip(np.rint(x / x_scale) + x_zp, 0, qmax).astype(np.uint8)
+    impls = [("pytpp QuantizedLin", lambda: layer.forward(q, x_scale, x_zp))]
+    torch = h.torch
+    if torch is not None:
+        try:
+            from torch.ao.nn.quantized import Linear as QLinear
+            engine = "x86" if "x86" in torch.backends.quantized.supported_engines else \
+                torch.backends.quantized.supported_engines[-1]
+            torch.backends.quantized.engine = engine
+            ql = QLinear(k, n, dtype=torch.qint8)
+            qw = torch.quantize_per_channel(torch.from_numpy(w), torch.from_numpy(
+                layer.weight_scale.copy()), torch.zeros(n, dtype=torch.long), 0, torch.qint8)
+            ql.set_weight_bias(qw, torch.from_numpy(bias))
+            ql.scale, ql.zero_point = 0.05, 128
+            qx = torch.quantize_per_tensor(torch.from_numpy(x), x_scale, x_zp, torch.quint8)
+            impls.append((f"torch static ({engine})", lambda: ql(qx)))
+        except Exception:   # a torch build without the quantized engines
+            pass
+    sess = _onnx_static_linear(w, layer.weight_scale, x_scale, x_zp, 0.05, 128)
+    if sess is not None:
+        feeds = {"X": q}
+        impls.append(("onnxruntime QLMM", lambda: sess.run(None, feeds)))
+    kind = "int8_7bit" if layer._seven_bit() else "int8"
+    h.compare(case, threads, 2.0 * m * k * n, "GOP/s", kind, impls,
+              nbytes=q.nbytes + w.nbytes // 4 + m * n * 4)
+
+
 def _gemm(h, m, k, n, threads):
     case = f"matmul_int8 u8s8 {m}x{k}x{n}"
     if not h.wants(case):
@@ -150,3 +225,4 @@ def run(h):
                 continue
             _gemm(h, m, k, n, threads)
             _linear(h, m, k, n, threads)
+            _linear_static(h, m, k, n, threads)

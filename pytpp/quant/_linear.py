@@ -153,6 +153,9 @@ class QuantizedLinear:
                 raise ValueError(f"{fn}: x_zero_point must lie in [0, 255], got {zp}")
             q = x2
             seven = self._seven_bit() and (q.size == 0 or int(q.max()) <= 127)
+            if q.strides[-1] == 1 or q.shape[-1] <= 1:
+                return self._forward_fused_u8(q, scale, zp, seven).reshape(
+                    lead + (self.out_features,))
         else:
             if x.dtype.kind != "f":
                 raise TypeError(f"{fn}: x has dtype {x.dtype}; expected float32 (or uint8)")
@@ -177,6 +180,16 @@ class QuantizedLinear:
         y = np.empty((m, n), F32)
         _lowp_core.qlinear(isa, which, xf, packed, self._colsum, self.weight_scale, self.bias,
                            self.activation == "relu", 127 if seven else 255, y)
+        return _activate(y, "gelu") if self.activation == "gelu" else y
+
+    def _forward_fused_u8(self, q, scale, zp, seven):
+        """uint8 x (unit column stride) -> y in one C call (pytpp_lowp_qlinear_u8): the
+        product on the packed weights and dequantize + bias (+ relu); the numbers of
+        _product."""
+        isa, which, packed = self._packed_for(seven)
+        y = np.empty((q.shape[0], self.out_features), F32)
+        _lowp_core.qlinear_u8(isa, which, q, scale, zp, packed, self._colsum, self.weight_scale,
+                              self.bias, self.activation == "relu", y)
         return _activate(y, "gelu") if self.activation == "gelu" else y
 
     def _packed_for(self, seven):

@@ -77,3 +77,45 @@ def test_threads_agree(rng):
             np.testing.assert_array_equal(outs[0], numpy_forward(layer, x))
     finally:
         pytpp.set_num_threads(old)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 7, 3), (3, 63, 65), (5, 300, 129),
+                                   (33, 65, 17), (0, 5, 6)])
+@pytest.mark.parametrize("act,bias", [(None, True), ("relu", False), ("gelu", True)])
+@pytest.mark.parametrize("hi", [127, 255])
+def test_uint8_input_fused_equals_numpy_product(isa, threads, rng, m, k, n, act, bias, hi):
+    # static quantization: x given as uint8 with its scale and zero point; 7-bit data (hi 127)
+    # runs the 7-bit kernels on AVX2, full-range data the exact 8-bit ones
+    w = (rng.standard_normal((n, k)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32) if bias else None
+    layer = QuantizedLinear(w, b, activation=act)
+    q = rng.integers(0, hi + 1, (m, k)).astype(np.uint8)
+    scale, zp = 0.037, int(rng.integers(0, hi + 1))
+    y = layer.forward(q, scale, zp)
+    assert y.dtype == np.float32 and y.shape == (m, n)
+    seven = layer._seven_bit() and (q.size == 0 or int(q.max()) <= 127)
+    np.testing.assert_array_equal(y, layer._product(q, scale, zp, seven))
+    # the float reference: (q - zp) @ wq.T, dequantized, within float32 rounding
+    acc = (q.astype(np.int64) - zp) @ layer.weight_q.T.astype(np.int64)
+    want = acc * (scale * layer.weight_scale) + (0 if b is None else b)
+    if act == "relu":
+        want = np.maximum(want, 0)
+    if act != "gelu" and want.size:
+        # float32 rounding of the dequantized sum and of the bias add: a few ulps of the largest
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5 * (np.abs(want).max() + 1))
+
+
+def test_uint8_input_views_and_bad_parameters(isa, rng):
+    w = rng.standard_normal((12, 20)).astype(np.float32)
+    layer = QuantizedLinear(w, rng.standard_normal(12))
+    q = rng.integers(0, 256, (6, 40)).astype(np.uint8)
+    want = layer.forward(np.ascontiguousarray(q[:, ::2]), 0.1, 7)
+    np.testing.assert_array_equal(layer.forward(q[:, ::2], 0.1, 7), want)     # strided x
+    np.testing.assert_array_equal(layer.forward(q[:3, :20], 0.1, 7),
+                                  layer.forward(q[:3, :20].copy(), 0.1, 7))  # row stride 40
+    with pytest.raises(ValueError, match="x_scale and x_zero_point"):
+        layer.forward(q[:, :20])
+    with pytest.raises(ValueError, match="x_zero_point"):
+        layer.forward(q[:, :20], 0.1, 256)
+    with pytest.raises(ValueError):
+        layer.forward(q[:, :20], -1.0, 0)

@@ -76,6 +76,16 @@ int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, 
                               q + i0 * k);
     }
 
+    return pytpp_lowp_qlinear_u8(ks, q, m, k, k, scale, zp, packed_b, n, colsum, w_scale, bias,
+                                 relu, y, ldy, nthreads);
+}
+
+int pytpp_lowp_qlinear_u8(const pytpp_lowp_kernels *ks, const uint8_t *q, int64_t m, int64_t k,
+                          int64_t ldq, double scale, int zp, const void *packed_b, int64_t n,
+                          const int64_t *colsum, const double *w_scale, const float *bias,
+                          int relu, float *y, int64_t ldy, int nthreads)
+{
+    if (m == 0 || n == 0) return 0;
     int32_t *comp = (int32_t *)malloc((size_t)n * (sizeof(int32_t) + sizeof(float)));
     if (!comp) return -1;
     float *s = (float *)(comp + n);
@@ -86,7 +96,7 @@ int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, 
     /* C is y's memory: the kernels write the int32 sums there and the epilogue turns each
      * finished block into y while it is in cache (no m x n int32 buffer written, read back) */
     const ql_ctx ctx = {.i8 = ks->i8, .comp = comp, .s = s, .bias = bias, .relu = relu};
-    const pytpp_lowp_desc d = {.m = m, .n = n, .k = k, .rsa = k, .csa = 1, .g = 1, .ldc = ldy,
+    const pytpp_lowp_desc d = {.m = m, .n = n, .k = k, .rsa = ldq, .csa = 1, .g = 1, .ldc = ldy,
                                .a_type = PYTPP_LP_U8, .b_type = PYTPP_LP_S8,
                                .c_type = PYTPP_LP_I32, .accumulate = 0, .b_packed = 1,
                                .epilogue = ql_block, .epi_ctx = &ctx};

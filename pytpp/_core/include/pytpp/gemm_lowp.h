@@ -134,6 +134,13 @@ int pytpp_lowp_qlinear(const pytpp_lowp_kernels *ks, const float *x, int64_t m, 
                        const int64_t *colsum, const double *w_scale, const float *bias, int relu,
                        float *y, int64_t ldy, uint8_t *q, int nthreads, double *scale_out,
                        int *zp_out);
+/* The same layer on an x already quantized to uint8 (static quantization: rows of k bytes, row
+ * stride ldq, with its scale and zero point): the product and the epilogue above. Returns 0,
+ * -1 (no memory) or -2 (kernel/type). */
+int pytpp_lowp_qlinear_u8(const pytpp_lowp_kernels *ks, const uint8_t *q, int64_t m, int64_t k,
+                          int64_t ldq, double scale, int zp, const void *packed_b, int64_t n,
+                          const int64_t *colsum, const double *w_scale, const float *bias,
+                          int relu, float *y, int64_t ldy, int nthreads);
 
 #ifdef __cplusplus
 }
