@@ -367,7 +367,8 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
     } else {
         const int64_t kp = round_up(L.kc < d->k ? L.kc : d->k, 4);  /* >= any k_pad */
         const int64_t ncap = L.nc < round_up(n, L.nr) ? L.nc : round_up(n, L.nr);
-        const size_t bbytes = (size_t)round_up(kp * ncap * L.psz, 64);
+        /* (a pre-packed B needs no buffer of its own) */
+        const size_t bbytes = d->b_packed ? 0 : (size_t)round_up(kp * ncap * L.psz, 64);
         const size_t abytes = (size_t)round_up(kp * L.mc * L.psz, 64);
         const int64_t panels = (m + L.mr - 1) / L.mr, npan_n = (n + L.nr - 1) / L.nr;
         const int gemv = lp_gemv_fits(&L);
