@@ -374,13 +374,13 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
         const int gemv = lp_gemv_fits(&L);
         int nt = nthreads < 1 ? 1 : nthreads;
         /* The threads split the columns, each packing its own B panels into its own L2 with
-         * no barrier, wherever there are columns enough to balance: a GEMV or a few rows, and
+         * no barrier, wherever each gets two column panels or more: a GEMV or a few rows, and
          * any B packed per call (u8 x s8, 2 threads: 32 x 768 x 3072 2.4 ms -> 0.7 ms, 1024^3
-         * 8.1 -> 7.9 ms; the row split waits at two barriers per block for a thread the OS
-         * may have parked). A pre-packed B (weights) splits by rows past one row block. Not
-         * worth a team below ~1M products. */
+         * 8.1 -> 7.9 ms, BRGEMM 16 x 64^3 78 -> 58 us; the row split waits at two barriers per
+         * block for a thread the OS may have parked). A pre-packed B (weights) splits by rows
+         * past one row block. Not worth a team below ~1M products. */
         const int by_cols = gemv || panels < nt ||
-                            (npan_n >= 4 * nt && (!d->b_packed || m <= LP_MC_ROWS));
+                            (npan_n >= 2 * nt && (!d->b_packed || m <= LP_MC_ROWS));
         if (by_cols) {
             const double work = (double)m * (double)n * (double)d->k * (double)batch->count;
             if (nt > npan_n) nt = (int)npan_n;
