@@ -93,3 +93,35 @@ def test_bad_input(rng):
         assert (c == 2.0).all()
     with pytest.raises(TypeError, match="b_dtype"):
         pytpp.tpp.brgemm(m, n, k, dtype=BF16, b_dtype=np.int8)
+
+
+@pytest.mark.parametrize("row_elems,n", [(512, 512), (1024, 1000)])
+def test_paths_agree_with_c_rows_2_or_4_kib_apart(isa, rng, row_elems, n):
+    # C rows whose addresses alias in the low 12 bits (the 8-bit kernels then sum k blocks in a
+    # tile): bf16's fp32 sums must keep their order, beta 1 over C's own values, several k blocks
+    m, k, count = 9, 700, 2
+    a, b = bf16(rng, (count, m, k)), bf16(rng, (count, k, n))
+    start = rng.standard_normal((m, n)).astype(np.float32)
+    h = pytpp.tpp.brgemm(m, n, k, dtype=BF16, beta=1.0)
+    results = {}
+    for kern in kernels():
+        with _lowp.using_kernel(kern, "bf16"):
+            big = np.full((m, row_elems), -5, np.float32)
+            c = big[:, :n]
+            c[...] = start
+            h(a, b, c, count)
+            assert (big[:, n:] == -5).all(), kern
+            results[kern] = c.copy()
+    plain = {}
+    for kern in kernels():
+        with _lowp.using_kernel(kern, "bf16"):
+            plain[kern] = h(a, b, start.copy(), count)      # C rows of n elements
+    for kern, c in results.items():
+        np.testing.assert_array_equal(c.view(np.uint32), plain[kern].view(np.uint32),
+                                      err_msg=kern)
+        np.testing.assert_array_equal(c.view(np.uint32), results[kernels()[0]].view(np.uint32),
+                                      err_msg=kern)
+    ref = start + np.einsum("bik,bkj->ij", a.astype(np.float64), b.astype(np.float64))
+    mag = np.abs(start) + np.einsum("bik,bkj->ij", np.abs(a.astype(np.float64)),
+                                    np.abs(b.astype(np.float64)))
+    assert (np.abs(results[kernels()[0]] - ref) <= (count * k + 1) * 2.0 ** -24 * mag).all()

@@ -115,8 +115,10 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
     const unsigned fp_mode = ftz ? pytpp_ftz_enter() : 0;
     const int sync = shared && nt > 1 && !d->b_packed;
     const int q_first = shared ? t : 0, q_step = shared ? nt : 1;
-    /* C rows 2 or 4 KiB apart alias in the low 12 address bits: see the 8-bit call below */
-    const int alias4k = (ldc * 4) % 2048 == 0;
+    /* C rows 2 or 4 KiB apart alias in the low 12 address bits: see the 8-bit call below
+     * (integer C only: the lane tables also hold widened bf16, whose fp32 sums keep their
+     * order) */
+    const int alias4k = (ldc * 4) % 2048 == 0 && i8 && L->in_a == 1;
     int32_t tile[PYTPP_PK_MR_MAX * PYTPP_PK_NV_MAX * 16];
     for (int64_t bi = 0; bi < bt->count; ++bi) {
         const char *ai = batch_ptr(bt, a, bi, 0, L->in_a);
@@ -183,7 +185,7 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                             if (accumulate && r + 1 < pe)   /* the next tile's C rows */
                                 for (int64_t i = (r + 1) * MR; i < (r + 2) * MR && i < m; ++i)
                                     __builtin_prefetch(cq + i * ldc * 4, 1);
-                            if (i8 && accumulate && alias4k) {
+                            if (accumulate && alias4k) {
                                 /* the sums of this k block go to a tile, added to C after
                                  * it: with C rows 2 or 4 KiB apart the kernel's loads of C
                                  * waited on the (aliasing) stores of the block before (u8 x s8
