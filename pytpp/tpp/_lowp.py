@@ -118,15 +118,17 @@ class LowpKernel(_handles.Kernel):
     def _dtype_ok(self, x, want, name):
         if not isinstance(x, np.ndarray):
             raise TypeError(f"{self._fn}: {name} must be a numpy array, got {type(x).__name__}")
-        ok = x.dtype in (I8, U8) if want in (I8, U8) else x.dtype == want
-        if not ok:
+        dt = x.dtype
+        eight = want is I8 or want is U8
+        if not ((dt is I8 or dt is U8 or dt == I8 or dt == U8) if eight else dt == want):
             raise TypeError(f"{self._fn}: {name} has dtype {x.dtype}; expected "
-                            f"{'int8 or uint8' if want in (I8, U8) else want}")
-        if not x.dtype.isnative:
-            raise ValueError(f"{self._fn}: {name} has non-native byte order")
-        if any(s % x.itemsize for s in x.strides):
-            raise ValueError(f"{self._fn}: {name} has strides {x.strides} that are not whole "
-                             f"elements")
+                            f"{'int8 or uint8' if eight else want}")
+        if dt.itemsize > 1:     # (1-byte elements have no byte order and whole strides)
+            if not dt.isnative:
+                raise ValueError(f"{self._fn}: {name} has non-native byte order")
+            if any(s % x.itemsize for s in x.strides):
+                raise ValueError(f"{self._fn}: {name} has strides {x.strides} that are not "
+                                 f"whole elements")
 
     def _block(self, x, shape, name):
         if x.shape != shape:

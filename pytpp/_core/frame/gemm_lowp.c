@@ -27,6 +27,8 @@ typedef struct lp_plan {
     int64_t psz;                /* bytes of one packed value */
     int64_t in_a, in_b;         /* bytes of one input element */
     int64_t kc, nc, mc;        /* k, columns and rows per block */
+    int64_t kmax;               /* the deepest k block the B panel budget allows */
+    int64_t fold;               /* batch elements whose k ranges make one block (1: none) */
 } lp_plan;
 
 static int64_t round_up(int64_t x, int64_t r) { return (x + r - 1) / r * r; }
@@ -120,27 +122,32 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
      * order) */
     const int alias4k = (ldc * 4) % 2048 == 0 && i8 && L->in_a == 1;
     int32_t tile[PYTPP_PK_MR_MAX * PYTPP_PK_NV_MAX * 16];
-    for (int64_t bi = 0; bi < bt->count; ++bi) {
-        const char *ai = batch_ptr(bt, a, bi, 0, L->in_a);
-        const char *bib = batch_ptr(bt, b, bi, 1, d->b_packed ? 1 : L->in_b);
+    /* With L->fold > 1 the k ranges of `nb` batch elements (one k block each) are packed one
+     * after another into the same panels, so each register block of C runs over all of them in
+     * one call instead of storing and reloading C after every element. */
+    const int64_t fold = L->fold;
+    for (int64_t bi = 0; bi < bt->count; bi += fold) {
+        const int64_t nb = bt->count - bi < fold ? bt->count - bi : fold;
         for (int64_t k0 = 0; k0 < k; k0 += L->kc) {
             const int64_t kk = k - k0 < L->kc ? k - k0 : L->kc;
-            const int64_t kp = k_padded(L, kk), kd = k_steps(L, kk);
+            const int64_t kp = k_padded(L, kk), kd = nb * k_steps(L, kk), kpt = nb * kp;
             const int accumulate = d->accumulate || bi > 0 || k0 > 0;
-            const int finish = d->epilogue && bi == bt->count - 1 && k0 + kk >= k;
-            const char *ak = ai + k0 * d->csa * L->in_a;
-            const char *bk = d->b_packed ? bib : bib + (k0 / d->g) * d->rs_g * L->in_b;
+            const int finish = d->epilogue && bi + nb == bt->count && k0 + kk >= k;
             for (int64_t n0 = j0; n0 < j1; n0 += L->nc) {
                 const int64_t nn = j1 - n0 < L->nc ? j1 - n0 : L->nc;
-                const int64_t npan = (nn + NR - 1) / NR, bpanel = kp * NR * L->psz;
+                const int64_t npan = (nn + NR - 1) / NR, bpanel = kpt * NR * L->psz;
                 char *bblk = bbuf;
                 if (d->b_packed) {
-                    bblk = (char *)bk + packed_offset(L, k0, kk, n0);
+                    bblk = (char *)batch_ptr(bt, b, bi, 1, 1) + packed_offset(L, k0, kk, n0);
                 } else {
-                    for (int64_t q = q_first; q < npan; q += q_step) {
-                        const int64_t cols = nn - q * NR < NR ? nn - q * NR : NR;
-                        pack_b(L, bk + (n0 + q * NR) * d->cs * L->in_b, kk, cols,
-                               bbuf + q * bpanel);
+                    for (int64_t e = 0; e < nb; ++e) {
+                        const char *bk = batch_ptr(bt, b, bi + e, 1, L->in_b) +
+                                         (k0 / d->g) * d->rs_g * L->in_b;
+                        for (int64_t q = q_first; q < npan; q += q_step) {
+                            const int64_t cols = nn - q * NR < NR ? nn - q * NR : NR;
+                            pack_b(L, bk + (n0 + q * NR) * d->cs * L->in_b, kk, cols,
+                                   bbuf + q * bpanel + e * kp * NR * L->psz);
+                        }
                     }
 #ifdef _OPENMP
                     if (sync) {
@@ -148,21 +155,26 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                     }
 #endif
                 }
-                /* A: bf16 in MR-row panels; 8-bit as rows of packed lanes (kp values each) */
-                const int64_t apanel = kp * MR * L->psz, mcp = L->mc / MR;
+                /* A: bf16 in MR-row panels; 8-bit as rows of packed lanes (kpt values each) */
+                const int64_t apanel = kpt * MR * L->psz, mcp = L->mc / MR;
                 for (int64_t pc = p0; pc < p1; pc += mcp) {
                     const int64_t pe = pc + mcp < p1 ? pc + mcp : p1;
                     const int64_t rows_all = (m < pe * MR ? m : pe * MR) - pc * MR;
-                    const char *arows = ak + pc * MR * d->rsa * L->in_a;
-                    if (i8)
-                        i8->pack_a((const uint8_t *)arows, d->rsa, d->csa, rows_all, kk, kp,
-                                   d->a_type == PYTPP_LP_S8, abuf);
-                    else
-                        for (int64_t r = pc; r < pe; ++r) {
-                            const int64_t rows = m - r * MR < MR ? m - r * MR : MR;
-                            pack_a_bf16(L, (const uint16_t *)(ak + r * MR * d->rsa * L->in_a),
-                                        d->rsa, d->csa, rows, kk, abuf + (r - pc) * apanel);
-                        }
+                    for (int64_t e = 0; e < nb; ++e) {
+                        const char *ak = batch_ptr(bt, a, bi + e, 0, L->in_a) +
+                                         k0 * d->csa * L->in_a;
+                        if (i8)
+                            i8->pack_a((const uint8_t *)(ak + pc * MR * d->rsa * L->in_a), d->rsa,
+                                       d->csa, rows_all, kk, kpt, kp, d->a_type == PYTPP_LP_S8,
+                                       abuf + e * kp * L->psz);
+                        else
+                            for (int64_t r = pc; r < pe; ++r) {
+                                const int64_t rows = m - r * MR < MR ? m - r * MR : MR;
+                                pack_a_bf16(L, (const uint16_t *)(ak + r * MR * d->rsa * L->in_a),
+                                            d->rsa, d->csa, rows, kk,
+                                            abuf + (r - pc) * apanel + e * kp * MR * L->psz);
+                            }
+                    }
                     for (int64_t q = 0; q < npan; ++q) {
                         const int64_t cols = nn - q * NR < NR ? nn - q * NR : NR;
                         const int64_t nv = (cols + VL - 1) / VL, tail = cols - (nv - 1) * VL;
@@ -192,7 +204,7 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                                  * AVX2: 1024^3 and 1024 x 1024 x 512 5-6% slower than 1000^3;
                                  * integer sums are exact in any order) */
                                 i8->ukr[nv - 1][rows - 1][masked](
-                                    kd, abuf + (r - pc) * apanel, kp, bblk + q * bpanel, tile,
+                                    kd, abuf + (r - pc) * apanel, kpt, bblk + q * bpanel, tile,
                                     NR, 0, tail);
                                 uint32_t *c0 = (uint32_t *)(cq + r * MR * ldc * 4);
                                 for (int64_t i = 0; i < rows; ++i)
@@ -200,7 +212,7 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                                         c0[i * ldc + j] += (uint32_t)tile[i * NR + j];
                             } else if (i8)
                                 i8->ukr[nv - 1][rows - 1][masked](
-                                    kd, abuf + (r - pc) * apanel, kp, bblk + q * bpanel,
+                                    kd, abuf + (r - pc) * apanel, kpt, bblk + q * bpanel,
                                     (int32_t *)(cq + r * MR * ldc * 4), ldc, accumulate, tail);
                             else
                                 L->pk->ukr[nv - 1][rows - 1][masked](
@@ -252,7 +264,7 @@ static void lp_run_gemv(const lp_plan *L, const void *a, const void *b, int32_t 
             const int64_t lda = round_up(kk, 4);
             const int accumulate = d->accumulate || bi > 0 || k0 > 0;
             const char *bk = bib + (k0 / d->g) * d->rs_g;
-            i8->pack_a((const uint8_t *)(ai + k0 * d->csa), d->rsa, d->csa, m, kk, lda,
+            i8->pack_a((const uint8_t *)(ai + k0 * d->csa), d->rsa, d->csa, m, kk, lda, lda,
                        d->a_type == PYTPP_LP_S8, abuf);
             if (full)
                 i8->gemv(m, kk, abuf, lda, (const uint8_t *)bk + j0 * d->cs, d->rs_g, vnni,
@@ -302,6 +314,8 @@ static int lp_plan_init(lp_plan *P, const pytpp_lowp_kernels *ks, const pytpp_lo
      * faster than fixed 256-deep blocks at k = 768-1024) */
     const int64_t kmax = LP_B_PANEL / (L.nr * L.psz) / 4 * 4;
     const int64_t nblk = d->k > kmax ? (d->k + kmax - 1) / kmax : 1;
+    L.kmax = kmax;
+    L.fold = 1;
     L.kc = round_up((d->k + nblk - 1) / nblk, 4);
     if (L.kc < 4) L.kc = 4;
     L.nc = LP_B_BLOCK / (L.kc * L.psz) / L.nr * L.nr;
@@ -346,6 +360,18 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
     if (m == 0 || n == 0) return 0;
     lp_plan L;
     if (lp_plan_init(&L, ks, d)) return -2;
+    /* A batch of shallow products (k within one block) folds as many elements into a block as
+     * the B panel budget holds: 16 x 64^3 u8 x s8 ran 11 x 4 register blocks per element, each
+     * loading and storing C around 32 k steps. */
+    if (!d->b_packed && batch->count > 1 && d->k <= L.kmax) {
+        const int64_t kpe = k_padded(&L, d->k);
+        const int64_t f = L.kmax / kpe < batch->count ? L.kmax / kpe : batch->count;
+        if (f > 1) {
+            L.fold = f;
+            L.nc = LP_B_BLOCK / (f * kpe * L.psz) / L.nr * L.nr;
+            if (L.nc < L.nr) L.nc = L.nr;
+        }
+    }
     /* C in 4-byte elements: the caller's, or fp32 scratch rounded to bf16 at the end */
     const int bf16_out = d->c_type == PYTPP_LP_BF16;
     char *cw = (char *)c;
@@ -367,7 +393,8 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
             for (int64_t i = 0; i < m; ++i) memset(cw + i * ldc * 4, 0, (size_t)n * 4);
         if (d->epilogue) d->epilogue(d->epi_ctx, cw, ldc, 0, m, 0, n);
     } else {
-        const int64_t kp = round_up(L.kc < d->k ? L.kc : d->k, 4);  /* >= any k_pad */
+        int64_t kp = round_up(L.kc < d->k ? L.kc : d->k, 4);  /* >= any k_pad */
+        if (kp < L.fold * k_padded(&L, d->k)) kp = L.fold * k_padded(&L, d->k);
         const int64_t ncap = L.nc < round_up(n, L.nr) ? L.nc : round_up(n, L.nr);
         /* (a pre-packed B needs no buffer of its own) */
         const size_t bbytes = d->b_packed ? 0 : (size_t)round_up(kp * ncap * L.psz, 64);

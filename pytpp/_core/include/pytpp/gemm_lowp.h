@@ -54,8 +54,10 @@ typedef struct pytpp_i8_kernels {
     int packed_size;            /* bytes of one packed value: 2, 1 or 4 */
     int in_size;                /* bytes of one input element: 1 (8-bit) or 2 (bf16) */
     int ftz;                    /* run under MXCSR DAZ+FTZ (widened bf16: the vdpbf16ps rule) */
+    /* A rows [0, rows) x k [0, kk) as rows of lda packed values, zero from kk to pad (kk <=
+     * pad <= lda; the values past pad are left alone: the k range of another batch element) */
     void (*pack_a)(const uint8_t *a, int64_t rsa, int64_t csa, int64_t rows, int64_t kk,
-                   int64_t lda, int sgn, void *dst);
+                   int64_t lda, int64_t pad, int sgn, void *dst);
     void (*pack_b)(const uint8_t *b, int g, int64_t rs_g, int64_t rs_e, int64_t cs, int64_t kk,
                    int64_t cols, int sgn, void *dst);
     pytpp_i8_gemv_fn gemv;      /* small m on unpacked B (NULL: the family has none) */

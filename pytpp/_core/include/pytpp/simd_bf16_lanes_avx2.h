@@ -43,9 +43,9 @@ PYTPP_INLINE float bf16w_widen(uint16_t h)
 }
 
 /* A: rows [0, rows) x k [0, kk) (bf16, element (i, p) at a[i*rsa + p*csa]) as fp32 rows of lda
- * values, pair-swapped (value p at p ^ 1), k zero-padded to lda. */
+ * values, pair-swapped (value p at p ^ 1), k zero-padded to pad (<= lda). */
 static void pytpp_bf16w_pack_a_avx2(const uint8_t *a8, int64_t rsa, int64_t csa, int64_t rows,
-                                    int64_t kk, int64_t lda, int sgn, void *dst)
+                                    int64_t kk, int64_t lda, int64_t pad, int sgn, void *dst)
 {
     (void)sgn;
     const uint16_t *a = (const uint16_t *)a8;
@@ -54,7 +54,7 @@ static void pytpp_bf16w_pack_a_avx2(const uint8_t *a8, int64_t rsa, int64_t csa,
         const uint16_t *row = a + i * rsa;
         float *out = d + i * lda;
         int64_t p = 0;
-        if (kk < lda || kk & 1) memset(out, 0, (size_t)lda * sizeof(float));
+        if (kk < pad || kk & 1) memset(out, 0, (size_t)pad * sizeof(float));
         if (csa == 1)
             for (; p + 1 < kk; p += 2) {
                 out[p] = bf16w_widen(row[p + 1]);
