@@ -23,6 +23,9 @@ def pack_b(isa: int, which: int, geom: tuple[int, ...], b: NDArray[Any], dst: ND
 def qlinear(isa: int, which: int, x: NDArray[Any], packed: NDArray[Any], colsum: NDArray[Any],
             w_scale: NDArray[Any], bias: NDArray[Any] | None, relu: bool, qmax: int,
             y: NDArray[Any]) -> tuple[float, int]: ...
+def qlinear_u8(isa: int, which: int, q: NDArray[Any], scale: float, zp: int,
+               packed: NDArray[Any], colsum: NDArray[Any], w_scale: NDArray[Any],
+               bias: NDArray[Any] | None, relu: bool, y: NDArray[Any]) -> None: ...
 
 @disjoint_base
 class LowpHandle:

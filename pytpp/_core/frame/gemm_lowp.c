@@ -1,8 +1,9 @@
 /* The low-precision BRGEMM driver (gemm_lowp.h): Goto-style loops around the bf16 and 8-bit
- * packed-panel micro-kernels. Per batch element and (k block, n block) the B block is packed
- * once into NR-column panels (the threads share the packing), then each thread packs its own MR-row
- * panels of A and runs the micro-kernels over the block; C rows are owned by one thread, so
- * nothing is written twice and no order of sums depends on the thread count. */
+ * packed-panel micro-kernels. Per batch element (or group of shallow elements folded along k)
+ * and (k block, n block) the B block is packed once into NR-column panels (by the thread that
+ * owns those columns, or shared by a team that splits the rows), then each thread packs its
+ * own rows of A and runs the micro-kernels over the block; C elements are owned by one thread,
+ * so nothing is written twice and no order of sums depends on the thread count. */
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
