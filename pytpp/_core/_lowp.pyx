@@ -170,53 +170,17 @@ def run(int isa, int which, object a, object b, cnp.ndarray c, tuple geom, int m
         raise ValueError("pytpp: the 8-bit kernel cannot take these operand types")
 
 
-def qlinear(int isa, int which, cnp.ndarray x, cnp.ndarray packed, cnp.ndarray colsum,
-            cnp.ndarray w_scale, object bias, bint relu, int qmax, cnp.ndarray y):
-    """A dynamically quantized dense layer's forward pass (gemm_lowp.h pytpp_lowp_qlinear): x
-    float32 (m, k) with unit column stride, packed the u8 x s8 weights packed for (isa, which),
-    colsum int64 (n,), w_scale float64 (n,), bias float32 (n,) or None, y float32 (m, n) with unit
-    column stride. Returns (scale, zero_point) of x; ValueError if x holds NaN or inf."""
+cdef object _qlinear(int isa, int which, cnp.ndarray x, cnp.ndarray q, double scale, int zp,
+                     int qmax, cnp.ndarray packed, cnp.ndarray colsum, cnp.ndarray w_scale,
+                     object bias, bint relu, cnp.ndarray y):
+    """qlinear on float32 x (q None: the layer quantizes it; qmax) or qlinear_u8 on uint8 q
+    (x None: scale and zp given); returns (scale, zp)."""
     cdef pytpp_lowp_kernels ks
     select(isa, which, PYTPP_LP_U8, PYTPP_LP_S8, &ks)
-    cdef int64_t m = x.shape[0], k = x.shape[1], n = y.shape[1]
-    cdef int64_t ldx = x.strides[0] // 4 if m > 1 else k
+    cdef cnp.ndarray src = x if x is not None else q
+    cdef int64_t m = src.shape[0], k = src.shape[1], n = y.shape[1]
+    cdef int64_t lds = src.strides[0] // src.itemsize if m > 1 else k
     cdef int64_t ldy = y.strides[0] // 4 if m > 1 else n
-    cdef cnp.ndarray q = cnp.PyArray_EMPTY(1, [max(m * k, 1)], cnp.NPY_UINT8, 0)
-    cdef const float *px = <const float *>cnp.PyArray_DATA(x)
-    cdef const void *pp = cnp.PyArray_DATA(packed)
-    cdef const int64_t *pcs = <const int64_t *>cnp.PyArray_DATA(colsum)
-    cdef const double *pws = <const double *>cnp.PyArray_DATA(w_scale)
-    cdef const float *pbias = NULL
-    if bias is not None:
-        pbias = <const float *>cnp.PyArray_DATA(<cnp.ndarray>bias)
-    cdef float *py = <float *>cnp.PyArray_DATA(y)
-    cdef cnp.uint8_t *pq = <cnp.uint8_t *>cnp.PyArray_DATA(q)
-    cdef int nt = num_threads()
-    cdef double scale = 1.0
-    cdef int zp = 0, err
-    with nogil:
-        err = pytpp_lowp_qlinear(&ks, px, m, k, ldx, qmax, pp, n, pcs, pws, pbias, relu, py,
-                                 ldy, pq, nt, &scale, &zp)
-    if err == -3:
-        raise ValueError("pytpp.quant.QuantizedLinear: x holds NaN or inf")
-    if err == -1:
-        raise MemoryError("pytpp: no memory for the packed panels")
-    if err:
-        raise ValueError("pytpp: the 8-bit kernel cannot take these operand types")
-    return scale, zp
-
-
-def qlinear_u8(int isa, int which, cnp.ndarray q, double scale, int zp, cnp.ndarray packed,
-               cnp.ndarray colsum, cnp.ndarray w_scale, object bias, bint relu, cnp.ndarray y):
-    """The layer of `qlinear` on x already quantized (gemm_lowp.h pytpp_lowp_qlinear_u8): q
-    uint8 (m, k) with unit column stride, its scale and zero point; the other arguments as
-    there."""
-    cdef pytpp_lowp_kernels ks
-    select(isa, which, PYTPP_LP_U8, PYTPP_LP_S8, &ks)
-    cdef int64_t m = q.shape[0], k = q.shape[1], n = y.shape[1]
-    cdef int64_t ldq = q.strides[0] if m > 1 else k
-    cdef int64_t ldy = y.strides[0] // 4 if m > 1 else n
-    cdef const cnp.uint8_t *pq = <const cnp.uint8_t *>cnp.PyArray_DATA(q)
     cdef const void *pp = cnp.PyArray_DATA(packed)
     cdef const int64_t *pcs = <const int64_t *>cnp.PyArray_DATA(colsum)
     cdef const double *pws = <const double *>cnp.PyArray_DATA(w_scale)
@@ -226,13 +190,45 @@ def qlinear_u8(int isa, int which, cnp.ndarray q, double scale, int zp, cnp.ndar
     cdef float *py = <float *>cnp.PyArray_DATA(y)
     cdef int nt = num_threads()
     cdef int err
-    with nogil:
-        err = pytpp_lowp_qlinear_u8(&ks, pq, m, k, ldq, scale, zp, pp, n, pcs, pws, pbias, relu,
-                                    py, ldy, nt)
+    cdef cnp.ndarray scratch
+    cdef const float *px
+    cdef cnp.uint8_t *pq
+    if x is not None:
+        scratch = cnp.PyArray_EMPTY(1, [max(m * k, 1)], cnp.NPY_UINT8, 0)
+        px = <const float *>cnp.PyArray_DATA(x)
+        pq = <cnp.uint8_t *>cnp.PyArray_DATA(scratch)
+        with nogil:
+            err = pytpp_lowp_qlinear(&ks, px, m, k, lds, qmax, pp, n, pcs, pws, pbias, relu, py,
+                                     ldy, pq, nt, &scale, &zp)
+    else:
+        pq = <cnp.uint8_t *>cnp.PyArray_DATA(q)
+        with nogil:
+            err = pytpp_lowp_qlinear_u8(&ks, pq, m, k, lds, scale, zp, pp, n, pcs, pws, pbias,
+                                        relu, py, ldy, nt)
+    if err == -3:
+        raise ValueError("pytpp.quant.QuantizedLinear: x holds NaN or inf")
     if err == -1:
         raise MemoryError("pytpp: no memory for the packed panels")
     if err:
         raise ValueError("pytpp: the 8-bit kernel cannot take these operand types")
+    return scale, zp
+
+
+def qlinear(int isa, int which, cnp.ndarray x, cnp.ndarray packed, cnp.ndarray colsum,
+            cnp.ndarray w_scale, object bias, bint relu, int qmax, cnp.ndarray y):
+    """A dynamically quantized dense layer's forward pass (gemm_lowp.h pytpp_lowp_qlinear): x
+    float32 (m, k) with unit column stride, packed the u8 x s8 weights packed for (isa, which),
+    colsum int64 (n,), w_scale float64 (n,), bias float32 (n,) or None, y float32 (m, n) with unit
+    column stride. Returns (scale, zero_point) of x; ValueError if x holds NaN or inf."""
+    return _qlinear(isa, which, x, None, 1.0, 0, qmax, packed, colsum, w_scale, bias, relu, y)
+
+
+def qlinear_u8(int isa, int which, cnp.ndarray q, double scale, int zp, cnp.ndarray packed,
+               cnp.ndarray colsum, cnp.ndarray w_scale, object bias, bint relu, cnp.ndarray y):
+    """The layer of `qlinear` on x already quantized (gemm_lowp.h pytpp_lowp_qlinear_u8): q
+    uint8 (m, k) with unit column stride, its scale and zero point; the other arguments as
+    there."""
+    _qlinear(isa, which, None, q, scale, zp, 0, packed, colsum, w_scale, bias, relu, y)
 
 
 cdef class LowpHandle:

@@ -73,6 +73,29 @@ def _exactness(y, a, b, a_zero_point):
     return "" if np.array_equal(np.asarray(y)[rows], ref) else " (inexact)"
 
 
+def _layer_data(m, k, n, seed):
+    """(w, bias, x, QuantizedLinear(w, bias)) of a Gaussian layer (out n, in k) and m rows."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((n, k)) * 0.05).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    return w, bias, x, pytpp.quant.QuantizedLinear(w, bias)
+
+
+def _torch_quantized(torch, cls, w, scale, bias):
+    """(engine, module): torch's quantized Linear `cls` (static or dynamic) on its best engine
+    here, with w quantized per output channel at `scale` (pytpp's own weight scales)."""
+    engines = torch.backends.quantized.supported_engines
+    engine = "x86" if "x86" in engines else engines[-1]
+    torch.backends.quantized.engine = engine
+    n, k = w.shape
+    module = cls(k, n, dtype=torch.qint8)
+    qw = torch.quantize_per_channel(torch.from_numpy(w), torch.from_numpy(scale.copy()),
+                                    torch.zeros(n, dtype=torch.long), 0, torch.qint8)
+    module.set_weight_bias(qw, torch.from_numpy(bias))
+    return engine, module
+
+
 def _onnx_static_linear(w, scale, x_scale, x_zp, y_scale, y_zp):
     """An onnxruntime session of a statically quantized linear layer: QLinearMatMul on uint8 x
     (given scale and zero point) and int8 weights with per-output-channel scales, uint8 out; or
@@ -112,28 +135,19 @@ def _linear_static(h, m, k, n, threads):
     case = f"quantized linear static {m}x{k}x{n}"
     if not h.wants(case):
         return
-    rng = np.random.default_rng(2)
-    w = (rng.standard_normal((n, k)) * 0.05).astype(np.float32)
-    bias = rng.standard_normal(n).astype(np.float32)
-    x = rng.standard_normal((m, k)).astype(np.float32)
-    layer = pytpp.quant.QuantizedLinear(w, bias)
+    w, bias, x, layer = _layer_data(m, k, n, seed=2)
     # 7-bit activations where the layer's kernels take them (reduce_range), as torch's x86 does
     qmax = 127 if layer._seven_bit() else 255
-    x_scale, x_zp = float(x.max() - min(x.min(), 0.0)) / qmax, 0
-    x_zp = int(round(-min(float(x.min()), 0.0) / x_scale))
+    lo, hi = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    x_scale = (hi - lo) / qmax
+    x_zp = int(round(-lo / x_scale))
     q = np.clip(np.rint(x / x_scale) + x_zp, 0, qmax).astype(np.uint8)
     impls = [("pytpp QuantizedLin", lambda: layer.forward(q, x_scale, x_zp))]
     torch = h.torch
     if torch is not None:
         try:
             from torch.ao.nn.quantized import Linear as QLinear
-            engine = "x86" if "x86" in torch.backends.quantized.supported_engines else \
-                torch.backends.quantized.supported_engines[-1]
-            torch.backends.quantized.engine = engine
-            ql = QLinear(k, n, dtype=torch.qint8)
-            qw = torch.quantize_per_channel(torch.from_numpy(w), torch.from_numpy(
-                layer.weight_scale.copy()), torch.zeros(n, dtype=torch.long), 0, torch.qint8)
-            ql.set_weight_bias(qw, torch.from_numpy(bias))
+            engine, ql = _torch_quantized(torch, QLinear, w, layer.weight_scale, bias)
             ql.scale, ql.zero_point = 0.05, 128
             qx = torch.quantize_per_tensor(torch.from_numpy(x), x_scale, x_zp, torch.quint8)
             impls.append((f"torch static ({engine})", lambda: ql(qx)))
@@ -180,11 +194,7 @@ def _linear(h, m, k, n, threads):
     case = f"quantized linear {m}x{k}x{n}"
     if not h.wants(case):
         return
-    rng = np.random.default_rng(1)
-    w = (rng.standard_normal((n, k)) * 0.05).astype(np.float32)
-    bias = rng.standard_normal(n).astype(np.float32)
-    x = rng.standard_normal((m, k)).astype(np.float32)
-    layer = pytpp.quant.QuantizedLinear(w, bias)
+    w, bias, x, layer = _layer_data(m, k, n, seed=1)
     out = np.empty((m, n), np.float32)
     impls = [("pytpp QuantizedLin", lambda: layer(x)),
              ("pytpp fp32 (ref)", lambda: pytpp.nn.linear(x, w, bias, out=out))]
@@ -192,13 +202,7 @@ def _linear(h, m, k, n, threads):
     if torch is not None:
         try:
             from torch.ao.nn.quantized.dynamic import Linear as DynLinear
-            engine = "x86" if "x86" in torch.backends.quantized.supported_engines else \
-                torch.backends.quantized.supported_engines[-1]
-            torch.backends.quantized.engine = engine
-            dl = DynLinear(k, n, dtype=torch.qint8)
-            qw = torch.quantize_per_channel(torch.from_numpy(w), torch.from_numpy(
-                layer.weight_scale.copy()), torch.zeros(n, dtype=torch.long), 0, torch.qint8)
-            dl.set_weight_bias(qw, torch.from_numpy(bias))
+            engine, dl = _torch_quantized(torch, DynLinear, w, layer.weight_scale, bias)
             tx = torch.from_numpy(x)
             impls.append((f"torch dyn ({engine})", lambda: dl(tx)))
         except Exception:   # a torch build without the quantized engines
