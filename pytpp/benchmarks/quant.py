@@ -142,7 +142,8 @@ def _linear_static(h, m, k, n, threads):
     x_scale = (hi - lo) / qmax
     x_zp = int(round(-lo / x_scale))
     q = np.clip(np.rint(x / x_scale) + x_zp, 0, qmax).astype(np.uint8)
-    impls = [("pytpp QuantizedLin", lambda: layer.forward(q, x_scale, x_zp))]
+    y = np.empty((m, n), np.float32)
+    impls = [("pytpp QuantizedLin", lambda: layer.forward(q, x_scale, x_zp, out=y))]
     torch = h.torch
     if torch is not None:
         try:
@@ -196,7 +197,8 @@ def _linear(h, m, k, n, threads):
         return
     w, bias, x, layer = _layer_data(m, k, n, seed=1)
     out = np.empty((m, n), np.float32)
-    impls = [("pytpp QuantizedLin", lambda: layer(x)),
+    y = np.empty((m, n), np.float32)
+    impls = [("pytpp QuantizedLin", lambda: layer(x, out=y)),
              ("pytpp fp32 (ref)", lambda: pytpp.nn.linear(x, w, bias, out=out))]
     torch = h.torch
     if torch is not None:

@@ -131,19 +131,46 @@ class QuantizedLinear:
                 f"out_features={self.out_features}, per_channel={self.per_channel}, "
                 f"activation={self.activation!r})")
 
-    def __call__(self, x: ArrayLike) -> Array:
-        return self.forward(x)
+    def __call__(self, x: ArrayLike, *, out: Array | None = None) -> Array:
+        return self.forward(x, out=out)
 
     def forward(self, x: ArrayLike, x_scale: float | None = None,
-                x_zero_point: int | None = None) -> Array:
+                x_zero_point: int | None = None, *, out: Array | None = None) -> Array:
         """float32 (..., in_features) -> float32 (..., out_features); x may also be uint8 with
-        its `x_scale` and `x_zero_point` (an already quantized activation)."""
+        its `x_scale` and `x_zero_point` (an already quantized activation). `out`: a float32
+        array of the result's shape, filled and returned."""
         fn = "pytpp.quant.QuantizedLinear"
         x = _validate.asarray(x)
         if x.ndim < 1 or x.shape[-1] != self.in_features:
             raise ValueError(f"{fn}: x has shape {x.shape}; expected (..., {self.in_features})")
         lead = x.shape[:-1]
         x2 = x.reshape(-1, self.in_features)
+        y2 = self._out_rows(out, lead + (self.out_features,), x, fn)
+        if out is not None:
+            y = self.forward(x, x_scale, x_zero_point) if y2 is None else \
+                self._forward_rows(x, x2, x_scale, x_zero_point, fn, y2)
+            if y2 is None:
+                out[...] = y
+            return out
+        return self._forward_rows(x, x2, x_scale, x_zero_point, fn, None).reshape(
+            lead + (self.out_features,))
+
+    @staticmethod
+    def _out_rows(out, shape, x, fn):
+        """out's rows as a (m, out_features) view the kernels can fill in place, or None (no
+        out, or one they cannot: computed aside, then copied). Checked before anything runs."""
+        if out is None:
+            return None
+        if not isinstance(out, np.ndarray) or out.dtype != F32 or out.shape != shape:
+            raise ValueError(f"{fn}: out must be a float32 array of shape {shape}")
+        if not out.flags.writeable:
+            raise ValueError(f"{fn}: out is read-only")
+        if not out.flags.c_contiguous or np.may_share_memory(out, x):
+            return None
+        return out.reshape(-1, shape[-1])
+
+    def _forward_rows(self, x, x2, x_scale, x_zero_point, fn, y2):
+        """The rows of the result (m, out_features) for the rows x2 of x, into y2 if given."""
         if x.dtype == np.uint8:
             if x_scale is None or x_zero_point is None:
                 raise ValueError(f"{fn}: a uint8 x needs x_scale and x_zero_point")
@@ -154,40 +181,44 @@ class QuantizedLinear:
             q = x2
             seven = self._seven_bit() and (q.size == 0 or int(q.max()) <= 127)
             if q.strides[-1] == 1 or q.shape[-1] <= 1:
-                return self._forward_fused_u8(q, scale, zp, seven).reshape(
-                    lead + (self.out_features,))
+                return self._forward_fused_u8(q, scale, zp, seven, y2)
         else:
             if x.dtype.kind != "f":
                 raise TypeError(f"{fn}: x has dtype {x.dtype}; expected float32 (or uint8)")
             xf = x2.astype(np.float32, copy=False)
             seven = self._seven_bit()
             if xf.strides[-1] == 4 or xf.shape[-1] <= 1:   # (the C pass rejects NaN / inf)
-                return self._forward_fused(xf, seven).reshape(lead + (self.out_features,))
+                return self._forward_fused(xf, seven, y2)
             if not np.all(np.isfinite(xf)):
                 raise ValueError(f"{fn}: x holds NaN or inf")
             qmax = 127 if seven else 255
             scale, zp = _dynamic_qparams(xf, qmax) if xf.size else (1.0, 0)
             q = self._quantize(xf, scale, zp, qmax)
         y = self._product(q, scale, zp, seven)
-        return y.reshape(lead + (self.out_features,))
+        if y2 is not None:
+            y2[...] = y
+            return y2
+        return y
 
-    def _forward_fused(self, xf, seven):
+    def _forward_fused(self, xf, seven, y=None):
         """float32 x (unit column stride) -> y in one C call (pytpp_lowp_qlinear): range,
         quantization, the product on the weights packed once per kernel, dequantize + bias
         (+ relu); the same numbers as the numpy passes of _quantize and _product."""
         m, n = xf.shape[0], self.out_features
         isa, which, packed = self._packed_for(seven)
-        y = np.empty((m, n), F32)
+        if y is None:
+            y = np.empty((m, n), F32)
         _lowp_core.qlinear(isa, which, xf, packed, self._colsum, self.weight_scale, self.bias,
                            self.activation == "relu", 127 if seven else 255, y)
         return _activate(y, "gelu") if self.activation == "gelu" else y
 
-    def _forward_fused_u8(self, q, scale, zp, seven):
+    def _forward_fused_u8(self, q, scale, zp, seven, y=None):
         """uint8 x (unit column stride) -> y in one C call (pytpp_lowp_qlinear_u8): the
         product on the packed weights and dequantize + bias (+ relu); the numbers of
         _product."""
         isa, which, packed = self._packed_for(seven)
-        y = np.empty((q.shape[0], self.out_features), F32)
+        if y is None:
+            y = np.empty((q.shape[0], self.out_features), F32)
         _lowp_core.qlinear_u8(isa, which, q, scale, zp, packed, self._colsum, self.weight_scale,
                               self.bias, self.activation == "relu", y)
         return _activate(y, "gelu") if self.activation == "gelu" else y

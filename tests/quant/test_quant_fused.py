@@ -119,3 +119,42 @@ def test_uint8_input_views_and_bad_parameters(isa, rng):
         layer.forward(q[:, :20], 0.1, 256)
     with pytest.raises(ValueError):
         layer.forward(q[:, :20], -1.0, 0)
+
+
+@pytest.mark.parametrize("act", [None, "gelu"])
+def test_out_is_filled_and_returned(isa, rng, act):
+    w = rng.standard_normal((9, 20)).astype(np.float32)
+    layer = QuantizedLinear(w, rng.standard_normal(9), activation=act)
+    x = rng.standard_normal((2, 3, 20)).astype(np.float32)
+    want = layer(x)
+    out = np.full((2, 3, 9), 7.0, np.float32)
+    assert layer(x, out=out) is out
+    np.testing.assert_array_equal(out, want)
+    # strided x (the numpy passes), a non-contiguous out (computed aside, then copied)
+    big = np.full((2, 3, 18), 7.0, np.float32)
+    xs = np.repeat(x, 2, axis=-1)[..., ::2]
+    view = big[..., ::2]
+    assert layer.forward(xs, out=view) is view
+    np.testing.assert_array_equal(view, want)
+    assert (big[..., 1::2] == 7).all()
+    q = rng.integers(0, 128, (4, 20)).astype(np.uint8)
+    out = np.empty((4, 9), np.float32)
+    assert layer.forward(q, 0.05, 3, out=out) is out
+    np.testing.assert_array_equal(out, layer.forward(q, 0.05, 3))
+
+
+def test_bad_out_raises_before_anything_is_written(rng):
+    layer = QuantizedLinear(rng.standard_normal((9, 20)).astype(np.float32))
+    x = rng.standard_normal((4, 20)).astype(np.float32)
+    for bad in (np.empty((4, 9), np.float64), np.empty((4, 8), np.float32), [[0.0] * 9] * 4):
+        with pytest.raises(ValueError, match="out must be a float32 array"):
+            layer(x, out=bad)
+    ro = np.zeros((4, 9), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        layer(x, out=ro)
+    out = np.full((4, 9), 7.0, np.float32)
+    x[2, 5] = np.nan
+    with pytest.raises(ValueError, match="NaN or inf"):
+        layer(x, out=out)
+    assert (out == 7).all()
