@@ -25,8 +25,8 @@
  * kernels do). The operands are filled at run time with values like the kernels' (A_LANE(j),
  * B_LANE(j): the j-th 32-bit lane of A and B): a loop on constant operands lets the compiler
  * hoist (or, with a zero operand, delete) the multiply and then reports the rate of the adds
- * alone, and the multiplier's rate depends on the data here (Zen 3: vpmaddwd on int16 values
- * near 2^15 runs 25% slower than on widened 8-bit ones). */
+ * alone, and the multiplier's rate depends on the data (Zen 3: vpmaddwd on int16 values near
+ * 2^15 ran 25% slower than on widened 8-bit ones). */
 #define PYTPP_PEAK_BCAST_STEPS 64
 #define PYTPP_PEAK_BCAST_LOOP(NAME, ROWS, COLS, VEC, VL, LOAD, STORE, SET1_EPI32, MADD, ADD,   \
                               HSUM, OPS_PER_OP, A_LANE, B_LANE)                              \
