@@ -321,6 +321,21 @@ static int lp_plan_init(lp_plan *P, const pytpp_lowp_kernels *ks, const pytpp_lo
     if (L.kc < 4) L.kc = 4;
     L.nc = LP_B_BLOCK / (L.kc * L.psz) / L.nr * L.nr;
     if (L.nc < L.nr) L.nc = L.nr;
+    /* Register-block height: the main one or up to two rows less, whichever covers m with the
+     * fewest row slots counting half a row of overhead per block (a short last block runs its
+     * few accumulator chains latency-bound: u8 x s8 m = 32 ran 5 blocks of 6 and one of 2;
+     * now 8 of 4). Large m keeps the main height. Lane kernels only: their A is rows of lanes
+     * whatever the height; the bf16 panel kernels read A panels of their own height. */
+    if (ks->i8) {
+        const int64_t m = d->m > 0 ? d->m : 1;
+        int64_t best = L.mr;
+        double best_cost = 1e300;
+        for (int64_t mr = L.mr; mr >= 1 && mr >= L.mr - 2; --mr) {
+            const double cost = (double)((m + mr - 1) / mr) * ((double)mr + 0.5);
+            if (cost < best_cost) best_cost = cost, best = mr;
+        }
+        L.mr = best;
+    }
     L.mc = LP_MC_ROWS / L.mr * L.mr;
     if (L.mc < L.mr) L.mc = L.mr;
 
