@@ -6,14 +6,13 @@ import numpy as np
 
 from pytpp import _validate
 
-from pytpp._core import _lowp, _runtime
+from pytpp._core import _runtime
 from pytpp._typing import Array, ArrayLike
-from pytpp.tpp import _lowp as _tpp_lowp
+from pytpp.tpp._lowp import product_8bit as _product
 
 _FN = "pytpp.quant.matmul_int8"
 _Q = (np.dtype(np.uint8), np.dtype(np.int8))
 I32 = np.dtype(np.int32)
-_TYPE = {np.dtype(np.uint8): _lowp.U8, np.dtype(np.int8): _lowp.S8}
 _RANGE = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
 
 
@@ -56,24 +55,6 @@ def _colsums(b):
 
 def _nonzero(z):
     return bool(z) if z.ndim == 0 else bool(z.any())
-
-
-def _product(a, b, target, comp, a7):
-    """target = a @ b (+ comp on every row) on the 8-bit kernels of the active level, called
-    directly: the operands are checked by matmul_int8 (a handle would check them again, at
-    ten times the cost of a small product). target: int32 (m, n)."""
-    m, k = a.shape
-    n = b.shape[1]
-    which = _tpp_lowp._forced["i8"] or (_tpp_lowp._U7 if a7 else 0)
-    out = target
-    if target.strides[1] != 4 or np.may_share_memory(target, a) or \
-            np.may_share_memory(target, b):
-        out = np.empty((m, n), I32)
-    geom = (m, n, k, a.strides[0], a.strides[1], 1, b.strides[0], 0, b.strides[1],
-            out.strides[0] // 4, _TYPE[a.dtype], _TYPE[b.dtype], _lowp.I32, 0)
-    _lowp.run(_runtime.active_isa_index(), which, a, b, out, geom, 0, 1, 0, 0, None, None, comp)
-    if out is not target:
-        target[...] = out
 
 
 def _sums(x, axis):

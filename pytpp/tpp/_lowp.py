@@ -39,6 +39,32 @@ def using_kernel(name: str, family: str = "i8") -> Iterator[None]:
         _forced[family] = old
 
 
+def in_place_target(c, inputs, keep):
+    """C itself when the kernels can write it in place (unit column stride, no memory shared
+    with an input), else a C-contiguous stand-in to copy back (holding C's values when `keep`:
+    beta 1)."""
+    if c.strides[-1] == c.itemsize and not any(np.may_share_memory(c, x) for x in inputs):
+        return c
+    return np.array(c, order="C") if keep else np.empty(c.shape, c.dtype)
+
+
+def product_8bit(a, b, c, comp=None, a_7bit=False):
+    """c = a @ b (+ comp on every row) for 2-D 8-bit a (m, k), b (k, n) with any strides and an
+    int32 c (m, n), on the active level's kernels with no checks: for callers that checked the
+    operands themselves (pytpp.quant.matmul_int8; a handle checks again, at ten times the cost
+    of a small product). a_7bit: a holds values in [0, 127] (the AVX2 7-bit kernels)."""
+    m, k = a.shape
+    n = b.shape[1]
+    which = _forced["i8"] or (_U7 if a_7bit else 0)
+    target = in_place_target(c, (a, b), False)
+    geom = (m, n, k, a.strides[0], a.strides[1], 1, b.strides[0], 0, b.strides[1],
+            target.strides[0] // 4, _TYPE[a.dtype], _TYPE[b.dtype], _lowp.I32, 0)
+    _lowp.run(_runtime.active_isa_index(), which, a, b, target, geom, 0, 1, 0, 0, None, None,
+              comp)
+    if target is not c:
+        c[...] = target
+
+
 def vnni_group(dtype: np.dtype) -> int:
     """k values per VNNI group: 2 for 16-bit types, 4 for 8-bit ones."""
     return 2 if dtype.itemsize == 2 else 4
@@ -237,11 +263,7 @@ class LowpKernel(_handles.Kernel):
         a_strides = (a.strides[-2] // esz, a.strides[-1] // esz) if a.ndim >= 2 else (k, 1)
         b_geom = self._b_geom(b.strides, esz) if b.ndim >= 2 else (
             (self._v, n * self._v, 1, self._v) if self._b_vnni else (1, n, 0, 1))
-        # C: written in place when it has unit column stride and shares no memory with A or B
-        target = c
-        inputs = (al + bl) if mode == "address" else (a, b)
-        if c.strides[-1] != c.itemsize or any(np.may_share_memory(c, x) for x in inputs):
-            target = np.array(c, order="C") if self._beta else np.empty((m, n), c.dtype)
+        target = in_place_target(c, (al + bl) if mode == "address" else (a, b), self._beta)
         geom = (m, n, k, *a_strides, *b_geom, target.strides[0] // target.itemsize,
                 _TYPE[a.dtype], _TYPE[b.dtype],
                 _lowp.I32 if self._cdt == I32 else (_lowp.F32 if self._cdt == F32 else _lowp.BF16),
@@ -318,8 +340,7 @@ class LowpKernel(_handles.Kernel):
         which = self._which(a, pb)
         tag = (self._isa_idx, which, a_type)
         buf = pb.buffer(tag, a_type)
-        target = c if c.strides[-1] == c.itemsize and not np.may_share_memory(c, a) else \
-            (np.array(c, order="C") if self._beta else np.empty(c.shape, c.dtype))
+        target = in_place_target(c, (a,), self._beta)
         esz = a.itemsize
         geom = (self._m, self._n, self._k, a.strides[0] // esz, a.strides[1] // esz, 1, 0, 0, 0,
                 target.strides[0] // target.itemsize, a_type, _TYPE[pb.dtype],
