@@ -132,6 +132,53 @@ def test_conv2d_backward_matches_float64_reference(isa, case, fmt, seed):
     assert_within(gb, gb_ref, gb_abs, case["N"] * P * Q, eps)
 
 
+@st.composite
+def rows_case(draw):
+    """Layers of the packed-pixel-rows path (one group, C >= 32, K >= 128): K past whole
+    register blocks, windows longer than one k run (C * R * S > 1024), outputs of 1 pixel to
+    several images."""
+    R, S = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dil = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 2)))
+    padding = (draw(st.integers(0, 2)), draw(st.integers(0, 1)))
+    pt, pb, pl, pr = pads_of(padding, R, S, dil, stride)
+    H = draw(st.integers(max(1, dil[0] * (R - 1) + 1 - pt - pb), 11))
+    W = draw(st.integers(max(1, dil[1] * (S - 1) + 1 - pl - pr), 12))
+    return {"N": draw(st.integers(1, 3)), "C": draw(st.integers(32, 140)), "H": H, "W": W,
+            "K": draw(st.integers(128, 200)), "R": R, "S": S, "stride": stride,
+            "padding": padding, "dil": dil, "groups": 1}
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=rows_case(), fmt=st.sampled_from(["NCHW", "NHWC"]),
+       dtype=st.sampled_from([np.float32, np.float64]),
+       act=st.sampled_from([None, "relu", "gelu"]), seed=st.integers(0, 2**16))
+def test_conv2d_packed_rows_path(isa, case, fmt, dtype, act, seed):
+    rng = np.random.default_rng(seed)
+    x, w = make(case, rng, dtype)
+    b = rng.standard_normal(case["K"]).astype(dtype)
+    pads = pads_of(case["padding"], case["R"], case["S"], case["dil"], case["stride"])
+    args = (case["stride"], pads, case["dil"], 1)
+    ref, absref = conv2d_ref(x, w, b, *args), conv2d_ref(x, w, b, *args, absolute=True)
+    if act == "relu":
+        ref = np.maximum(ref, 0)
+    elif act == "gelu":
+        ref, absref = gelu_ref(ref), 1.13 * absref
+    old = pytpp.get_num_threads()
+    try:
+        ys = []
+        for nt in (1, 2):
+            pytpp.set_num_threads(nt)
+            ys.append(conv2d(to_fmt(x, fmt), w, b, case["stride"], case["padding"],
+                             case["dil"], data_format=fmt, activation=act, algorithm="brgemm"))
+    finally:
+        pytpp.set_num_threads(old)
+    n = case["C"] * case["R"] * case["S"]
+    assert_within(from_fmt(ys[0], fmt), ref, absref, n, EPS[np.dtype(dtype)])
+    np.testing.assert_array_equal(ys[0], ys[1])   # the same k order on any thread count
+
+
 RESNET_LIKE = [  # (C, H, K, R, stride, padding)
     (3, 23, 16, 7, 2, 3), (16, 15, 24, 1, 1, 0), (16, 15, 16, 3, 1, 1), (24, 15, 40, 1, 2, 0),
     (24, 15, 24, 3, 2, 1), (70, 9, 130, 3, 1, 1), (130, 7, 70, 1, 1, 0)]

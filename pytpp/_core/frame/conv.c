@@ -16,6 +16,12 @@
 /* Tile rows (output pixels) a task aims at: enough rows for the register blocks to amortise the
  * weight panel loads, few enough for the tile to stay in L1/L2. */
 #define CONV_TILE_ROWS 56
+/* One group with at least this many input and output channels runs on packed pixel rows
+ * (conv_rows.c): Zen 3, 1 thread, fp32, ResNet-50's 3x3 layers at N = 1 and 8 gained 0-30%
+ * (most on strided and 7x7/14x14 layers); C64 -> K64 lost 6% (the window copy feeds only 64
+ * outputs per element) and the C3 stem 60%. */
+#define ROWS_MIN_C 32
+#define ROWS_MIN_K 128
 /* Rows longer than this (conv1d) are split into blocks of 4 * CONV_TILE_ROWS pixels. */
 #define CONV_LONG_ROW 1024
 
@@ -127,10 +133,10 @@ typedef struct fwd_plan {
  * (+ beta * c), in register blocks; ap, bp name the blocks' first elements. B's columns come in
  * chunks of one register block's width (nv_main vectors), chunk j at bp[i] + j * bstep with row
  * stride ldb: bstep = that width for a plain matrix, one packed panel for the conv weights. */
-static void sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int64_t ncol, int64_t k,
-                  int64_t nb, const void *const *ap, int64_t rsa, int64_t csa,
-                  const void *const *bp, int64_t ldb, int64_t bstep, char *c, int64_t ldc,
-                  double beta)
+void pytpp_conv_sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int64_t ncol,
+                      int64_t k, int64_t nb, const void *const *ap, int64_t rsa, int64_t csa,
+                      const void *const *bp, int64_t ldb, int64_t bstep, char *c, int64_t ldc,
+                      double beta)
 {
     const int64_t vl = gk->vl, nvec = cdiv(ncol, vl);
     for (int64_t v0 = 0; v0 < nvec; v0 += gk->nv_main) {
@@ -216,8 +222,8 @@ static void fwd_task(const fwd_plan *fp, int64_t t, char *tile, const void **ap,
                     for (int64_t v = 0; v < s->S; ++v, ++i)
                         ap[i] = base + ((r * s->dh * W + v * s->dw) * C) * esz;
             const int64_t m = fp->virt ? (np - 1) * W + qn : qn;
-            sweep(fp->gk, esz, m, kc, fp->fold ? s->S * cc : cc, nbat, ap, s->sw * C, 1, bp,
-                  fp->nr, fp->panel, dst + sg * seg_rows * ldd * esz, ldd, beta);
+            pytpp_conv_sweep(fp->gk, esz, m, kc, fp->fold ? s->S * cc : cc, nbat, ap, s->sw * C,
+                             1, bp, fp->nr, fp->panel, dst + sg * seg_rows * ldd * esz, ldd, beta);
         }
     }
     if (fp->direct) {   /* bias and activation in place, each output pixel's kc channels */
@@ -278,6 +284,17 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
                    .kg = s->K / s->groups, .x = x, .wpk = wpk, .bias = bias, .out = out,
                    .act = act, .out_nchw = out_nchw};
     const int dw = is_depthwise(s->K, fp.cg, s->groups);
+    if (!dw && s->groups == 1 && s->C >= ROWS_MIN_C && s->K >= ROWS_MIN_K) {
+        if (!out_nchw)
+            return pytpp_conv2d_forward_rows(gk, ew, s, x, wpk, nr, bk, bias, act, out, nthreads);
+        /* NCHW out: the NHWC result, then one transpose (~1% of such a layer's time) */
+        void *tmp = malloc((size_t)(s->N * s->P * s->Q * s->K * esz));
+        int err = tmp ? pytpp_conv2d_forward_rows(gk, ew, s, x, wpk, nr, bk, bias, act, tmp,
+                                                  nthreads) : -1;
+        if (!err) pytpp_conv_nhwc_to_nchw(ew, s->N, s->K, s->P, s->Q, tmp, out, nthreads);
+        free(tmp);
+        return err;
+    }
     int64_t tasks;
     size_t tile_bytes;
     if (dw) {
@@ -463,8 +480,8 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
                         ptrs[chunk + i] = gop + ((g * nch * E + e) * klen * nr) * esz;
                     }
                     /* all output channels: chunk j of B sits E*klen*nr elements further */
-                    sweep(gk, esz, cc, kg, klen, nb, ptrs, 1, cc, ptrs + chunk, nr,
-                          E * klen * nr, c, kg, j0 ? 1.0 : 0.0);
+                    pytpp_conv_sweep(gk, esz, cc, kg, klen, nb, ptrs, 1, cc, ptrs + chunk, nr,
+                                     E * klen * nr, c, kg, j0 ? 1.0 : 0.0);
                 }
             }
         }

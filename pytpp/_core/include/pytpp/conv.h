@@ -53,6 +53,19 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
                          int64_t bk, const void *bias, int act, void *out, int out_nchw,
                          int nthreads);
 
+/* The same for one group and an NHWC out, as one GEMM over packed pixel rows (conv_rows.c). */
+int pytpp_conv2d_forward_rows(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
+                              const pytpp_conv_shape *s, const void *x, const void *wpk,
+                              int64_t nr, int64_t bk, const void *bias, int act, void *out,
+                              int nthreads);
+/* c (m x ncol, ldc) = sum over the nb blocks of A_i (m x k, strides rsa, csa) B_i (k x ncol)
+ * (+ beta * c) in register blocks; B's columns in chunks of one register block's width at
+ * bp[i] + j * bstep, row stride ldb. */
+void pytpp_conv_sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int64_t ncol,
+                      int64_t k, int64_t nb, const void *const *ap, int64_t rsa, int64_t csa,
+                      const void *const *bp, int64_t ldb, int64_t bstep, char *c, int64_t ldc,
+                      double beta);
+
 /* gw (K, C/groups, R, S) = the weight gradient: sum over n, p, q of
  * x[n, p*sh + r*dh, q*sw + s*dw, c] * go[n, p, q, k]; x padded NHWC, go (N, P, go_w, K) with
  * go_w = Q, or (stride 1 only) go_w = W with zero columns past Q: then each image is one
