@@ -265,9 +265,8 @@ def conv2d(x: ArrayLike, w: "ArrayLike | PackedConvWeight", bias: ArrayLike | No
         "im2col" is the baseline (an explicit patch matrix times the weight with pytpp.matmul);
         "yaconv" is the thesis 002 ch. 5 algorithm (one packed image, no im2col; stride 1,
         dilation 1, groups 1, kernels larger than 1x1, any padding; other arguments raise
-        ValueError); "auto" runs "yaconv" on such layers with an output at most 14 rows high
-        and at least 64 input channels (where it measured faster, docs/conv.md), else
-        "brgemm".
+        ValueError); "auto" runs "brgemm" (it measured faster than "yaconv" on every layer,
+        docs/conv.md).
     out : ndarray, optional
         Of the result's shape in x's format; any dtype the result casts to.
 
@@ -310,7 +309,7 @@ def conv2d(x: ArrayLike, w: "ArrayLike | PackedConvWeight", bias: ArrayLike | No
     if algorithm == "yaconv":
         _yaconv_supported(R, S, st, dl, groups, fn)
     elif algorithm == "auto":
-        algorithm = _auto(C, R, S, P, st, dl, groups)
+        algorithm = "brgemm"
     if algorithm == "yaconv":
         res = _yaconv_forward(x, w, b, act, fmt, (N, C, H, W, K, R, S, P, Q), pads, cdt,
                               out if out is not None and out.dtype == cdt
@@ -364,27 +363,11 @@ def _bias_only(res, b, act, fmt, K):
     return res
 
 
-# "auto" sends a layer to YaConv when it is in YaConv's domain (stride 1, dilation 1, one group,
-# a kernel larger than 1x1), its output is at most YACONV_MAX_P rows high and it has at least
-# YACONV_MIN_C input channels; everything else runs "brgemm". Measured with `python -m pytpp bench
-# conv --match algo` (Zen 3, AVX2, noisy: other jobs on the 2 cores), brgemm's time over yaconv's
-# on ResNet-50's stride-1 3x3 layers, NHWC, N = 1 / 8, 1 thread then 2:
-#   C256 14x14: x1.16 / x1.14, x1.12 / x1.05;  C512 7x7: x1.33 / x1.39, x1.27 / x1.32;
-#   C128 28x28: x0.97 / x1.04, x1.02 / x1.07;  C64 56x56: x0.95 / x1.04, x1.00 / x1.08 (ties).
-# On short images the BRGEMM path's output rows are a few wide image rows read as one matrix
-# (2 of every 9 rows at 7x7 are computed and dropped) or short row sweeps, while YaConv's
-# micro-kernel rows run down the image's columns with no waste. Layers with fewer channels
-# were not measured, hence the channel floor.
-YACONV_MAX_P = 14
-YACONV_MIN_C = 64
-
-
-def _auto(C, R, S, P, st, dl, groups):
-    """The algorithm "auto" runs (the rule above)."""
-    if (st == (1, 1) and dl == (1, 1) and groups == 1 and R * S > 1 and P <= YACONV_MAX_P
-            and C >= YACONV_MIN_C):
-        return "yaconv"
-    return "brgemm"
+# "auto" runs "brgemm" on every layer: since one-group layers with C >= 32 and K >= 128 run as
+# one GEMM over packed pixel rows (frame/conv_rows.c), brgemm was faster than YaConv on each of
+# ResNet-50's stride-1 3x3 layers at N = 1 and 8 (`python -m pytpp bench conv --match algo`,
+# Zen 3, 1 thread, GFLOP/s brgemm / yaconv: C256 14x14 N = 1 83.8 / 77.7, N = 8 85.0 / 81.2;
+# C512 7x7 N = 8 84.7 / 80.6; C64 56x56 N = 8 83.3 / 79.4). YaConv stays selectable.
 
 
 def _yaconv_supported(R, S, st, dl, groups, fn):

@@ -129,33 +129,6 @@ typedef struct fwd_plan {
                          * register blocks store into the output itself */
 } fwd_plan;
 
-/* c (m x ncol, ldc) = sum over the nb blocks of A_i (m x k, strides rsa, csa) B_i (k x ncol)
- * (+ beta * c), in register blocks; ap, bp name the blocks' first elements. B's columns come in
- * chunks of one register block's width (nv_main vectors), chunk j at bp[i] + j * bstep with row
- * stride ldb: bstep = that width for a plain matrix, one packed panel for the conv weights. */
-void pytpp_conv_sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int64_t ncol,
-                      int64_t k, int64_t nb, const void *const *ap, int64_t rsa, int64_t csa,
-                      const void *const *bp, int64_t ldb, int64_t bstep, char *c, int64_t ldc,
-                      double beta)
-{
-    const int64_t vl = gk->vl, nvec = cdiv(ncol, vl);
-    for (int64_t v0 = 0; v0 < nvec; v0 += gk->nv_main) {
-        const int64_t nv = imin(gk->nv_main, nvec - v0);
-        const int masked = (v0 + nv) * vl > ncol;
-        const int64_t n_last = ncol - (v0 + nv - 1) * vl;
-        const int64_t mr = gk->mr_max[nv], nib = cdiv(m, mr);
-        for (int64_t ib = 0, i0 = 0; ib < nib; ++ib) {
-            /* near-equal row blocks: 56 rows on 6-row blocks are 6 x 6 + 4 x 5, never a 2 */
-            const int64_t mi = m / nib + (ib < m % nib);
-            gk->ukr[nv - 1][mi - 1][masked](k, nb, ap, i0 * rsa, rsa, csa, bp,
-                                            v0 / gk->nv_main * bstep, ldb,
-                                            c + (i0 * ldc + v0 * vl) * esz, ldc, 1.0, beta,
-                                            n_last);
-            i0 += mi;
-        }
-    }
-}
-
 /* bias, activation and the store of tile rows [0, qn) (output row p, columns q0..q0+qn) */
 static void epilogue_row(const fwd_plan *fp, int64_t n, int64_t g, int64_t k0, int64_t kc,
                          int64_t p, int64_t q0, int64_t qn, char *rows)

@@ -59,8 +59,9 @@ int pytpp_conv2d_forward_rows(const pytpp_gemm_kernels *gk, const pytpp_ew_kerne
                               int64_t nr, int64_t bk, const void *bias, int act, void *out,
                               int nthreads);
 /* c (m x ncol, ldc) = sum over the nb blocks of A_i (m x k, strides rsa, csa) B_i (k x ncol)
- * (+ beta * c) in register blocks; B's columns in chunks of one register block's width at
- * bp[i] + j * bstep, row stride ldb. */
+ * (+ beta * c), in register blocks; ap, bp name the blocks' first elements. B's columns come in
+ * chunks of one register block's width (nv_main vectors), chunk j at bp[i] + j * bstep with row
+ * stride ldb: bstep = that width for a plain matrix, one packed panel for the conv weights. */
 void pytpp_conv_sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int64_t ncol,
                       int64_t k, int64_t nb, const void *const *ap, int64_t rsa, int64_t csa,
                       const void *const *bp, int64_t ldb, int64_t bstep, char *c, int64_t ldc,
