@@ -334,12 +334,12 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
 /* Bytes of input and gradient rows one pass over the register blocks reads: L2-resident. */
 #define BWW_CHUNK_BYTES (192 * 1024)
 
-/* gw (K, C/groups, R, S) from wt (groups, R, S, C/groups, K/groups): per 16 output channels
+/* gw (K, C/groups, R, S) from wt (groups, R, S, C/groups, ldk >= K/groups): per 16 output channels
  * and input channel, the 16-wide source rows of every (r, s) are read once and each output
  * channel's R*S run is written in order (numpy's transposing copy took half the time of a 7x7
  * 512-channel layer's backward). */
 static void weight_grad_layout(int64_t esz, int64_t groups, int64_t RS, int64_t cg, int64_t kg,
-                               const char *wt, char *gw, int nthreads)
+                               int64_t ldk, const char *wt, char *gw, int nthreads)
 {
     const int64_t kb = 16, nkb = cdiv(kg, kb), items = groups * nkb;
     int nt = nthreads < 1 ? 1 : nthreads;
@@ -349,7 +349,7 @@ static void weight_grad_layout(int64_t esz, int64_t groups, int64_t RS, int64_t 
         const int64_t g = it / nkb, k0 = (it % nkb) * kb, nk = imin(kb, kg - k0);
         for (int64_t c = 0; c < cg; ++c)
             for (int64_t rs = 0; rs < RS; ++rs) {
-                const char *src = wt + (((g * RS + rs) * cg + c) * kg + k0) * esz;
+                const char *src = wt + (((g * RS + rs) * cg + c) * ldk + k0) * esz;
                 char *dst = gw + (((g * kg + k0) * cg + c) * RS + rs) * esz;
                 if (esz == 8)
                     for (int64_t k = 0; k < nk; ++k)
@@ -391,8 +391,11 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
      * 2 KiB at 512 channels) put every row of a reduction into the same few L1 sets. */
     const size_t gop_elems = (size_t)(s->groups * nch * E * klen * nr);
     char *gop = malloc(gop_elems * (size_t)esz + 64);
-    /* (groups, R, S, C/groups, K/groups) as the kernels produce it */
-    char *gw = malloc((size_t)(s->groups * RS * cg * kg * esz) + 64);
+    /* (groups, R, S, C/groups, K/groups padded to whole vectors) as the kernels produce it:
+     * full-width register blocks (gop is zero past K/groups), no masked loads of B (ATACworks
+     * conv1d, K = 15: 45 -> N GFLOP/s) */
+    const int64_t kgp = imin(nch * nr, cdiv(kg, gk->vl) * gk->vl);
+    char *gw = malloc((size_t)(s->groups * RS * cg * kgp * esz) + 64);
     if (!gop || !gw) {
         free(gop);
         free(gw);
@@ -438,7 +441,7 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
                 const int64_t cb = t % ncb, rs = (t / ncb) % RS, g = t / ncb / RS;
                 const int64_t r = rs / s->S, u = rs % s->S;
                 const int64_t c0 = cb * bcw, cc = imin(bcw, cg - c0);
-                char *c = wb + (((g * RS + rs) * cg + c0) * kg) * esz;
+                char *c = wb + (((g * RS + rs) * cg + c0) * kgp) * esz;
                 for (int64_t j0 = 0; j0 < E; j0 += chunk) {
                     const int64_t nb = imin(chunk, E - j0);
                     for (int64_t i = 0; i < nb; ++i) {
@@ -449,17 +452,23 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
                                                  q0 * s->sw + u * s->dw) * s->C + g * cg + c0)
                                                    * esz;
                         char *dst = ap + i * klen * cc * esz;
-                        for (int64_t q = 0; q < qn; ++q)
-                            memcpy(dst + q * cc * esz, src + q * s->sw * s->C * esz,
-                                   (size_t)(cc * esz));
+                        ptrs[i] = dst;
+                        if (s->sw * s->C == cc && qn == klen) {
+                            ptrs[i] = src;   /* the entry's pixels are one run: read in place */
+                        } else if (s->sw * s->C == cc) {
+                            memcpy(dst, src, (size_t)(qn * cc * esz));
+                        } else {
+                            for (int64_t q = 0; q < qn; ++q)
+                                memcpy(dst + q * cc * esz, src + q * s->sw * s->C * esz,
+                                       (size_t)(cc * esz));
+                        }
                         if (qn < klen)
                             memset(dst + qn * cc * esz, 0, (size_t)((klen - qn) * cc * esz));
-                        ptrs[i] = dst;
                         ptrs[chunk + i] = gop + ((g * nch * E + e) * klen * nr) * esz;
                     }
                     /* all output channels: chunk j of B sits E*klen*nr elements further */
-                    pytpp_conv_sweep(gk, esz, cc, kg, klen, nb, ptrs, 1, cc, ptrs + chunk, nr,
-                                     E * klen * nr, c, kg, j0 ? 1.0 : 0.0);
+                    pytpp_conv_sweep(gk, esz, cc, kgp, klen, nb, ptrs, 1, cc, ptrs + chunk, nr,
+                                     E * klen * nr, c, kgp, j0 ? 1.0 : 0.0);
                 }
             }
         }
@@ -467,7 +476,7 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
         free(ap);
     }
     free(gop);
-    if (!err) weight_grad_layout(esz, s->groups, RS, cg, kg, gw, gw_out, nthreads);
+    if (!err) weight_grad_layout(esz, s->groups, RS, cg, kg, kgp, gw, gw_out, nthreads);
     free(gw);
     return err ? -1 : 0;
 }
