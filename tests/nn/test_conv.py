@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from conv_reference import conv2d_backward_ref, conv2d_ref, gelu_ref, pads_of
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import pytpp
@@ -177,6 +177,35 @@ def test_conv2d_packed_rows_path(isa, case, fmt, dtype, act, seed):
     n = case["C"] * case["R"] * case["S"]
     assert_within(from_fmt(ys[0], fmt), ref, absref, n, EPS[np.dtype(dtype)])
     np.testing.assert_array_equal(ys[0], ys[1])   # the same k order on any thread count
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(C=st.integers(64, 130), K=st.integers(64, 130), R=st.integers(1, 3), S=st.integers(2, 3),
+       H=st.integers(1, 5), W=st.integers(1, 5), stride=st.integers(1, 2),
+       pad=st.integers(0, 1), dil=st.integers(1, 2), fmt=st.sampled_from(["NCHW", "NHWC"]),
+       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
+def test_conv2d_backward_weight_patch_gemm(isa, C, K, R, S, H, W, stride, pad, dil, fmt, dtype,
+                                           seed):
+    """Few output pixels for the weight (pytpp/nn/_conv.py, PATCH_BWW_RATIO): grad_w as one
+    GEMM of the patch matrix, in (K, C, R, S) order."""
+    from pytpp.nn._conv import PATCH_BWW_RATIO
+    pads = (pad,) * 4
+    P = (H + 2 * pad - dil * (R - 1) - 1) // stride + 1
+    Q = (W + 2 * pad - dil * (S - 1) - 1) // stride + 1
+    assume(P >= 1 and Q >= 1 and P * Q * PATCH_BWW_RATIO < C * K)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, C, H, W)).astype(dtype)
+    w = rng.standard_normal((K, C, R, S)).astype(dtype)
+    go = rng.standard_normal((1, K, P, Q)).astype(dtype)
+    args = ((stride, stride), pads, (dil, dil), 1)
+    _, gw_ref, gb_ref = conv2d_backward_ref(go, x, w, *args)
+    _, gw_abs, gb_abs = conv2d_backward_ref(go, x, w, *args, absolute=True)
+    gw, gb = conv2d_backward_weight(to_fmt(go, fmt), to_fmt(x, fmt), w.shape, stride, pad, dil,
+                                    data_format=fmt)
+    assert gw.shape == w.shape and gw.dtype == dtype and gb.shape == (K,)
+    assert_within(gw, gw_ref, gw_abs, P * Q, EPS[np.dtype(dtype)])
+    assert_within(gb, gb_ref, gb_abs, P * Q, EPS[np.dtype(dtype)])
 
 
 RESNET_LIKE = [  # (C, H, K, R, stride, padding)
