@@ -749,11 +749,12 @@ def conv2d_backward_weight(grad_out: ArrayLike, x: ArrayLike,
 # Few output pixels for the weight's size (N*P*Q * PATCH_BWW_RATIO < C*K, one group): grad_w as
 # one GEMM of go^T (K x N*P*Q) and the patch matrix (N*P*Q x C*R*S, (c, r, s) order), written
 # straight in (K, C, R, S) order. The BRGEMM route produces (r, s, c, k) blocks and reorders 4
-# bytes at a time, which outweighed its 61-step reductions there (Zen 3, 1 thread, fp32,
-# GFLOP/s BRGEMM route -> patch GEMM: C512 7x7 N = 1 13.9 -> 69.9, N = 8 53.8 -> 70.2, C512
-# 14x14/2 N = 1 28.9 -> 69.8; the BRGEMM route kept C256 28x28/2 N = 1 68.1 against 62.9 and
-# every layer with more pixels).
-PATCH_BWW_RATIO = 512
+# bytes at a time, which outweighed its reductions there (Zen 3, 1 thread, fp32, GFLOP/s
+# BRGEMM route -> patch GEMM, 3x3 layers: C512 7x7 N = 1 13.9 -> 69.9, N = 8 53.8 -> 70.2; C512
+# 14x14/2 N = 1 28.9 -> 69.8; C256 14x14 N = 1 31-63 -> 64-65, N = 2 44-61 -> 62; C256 28x28/2
+# N = 1 34-37 -> 62-64; the route kept C128 14x14 N = 1, 61 against 51, and every layer with
+# more pixels per weight element).
+PATCH_BWW_RATIO = 160
 PATCH_BWW_BYTES = 64 << 20   # the patch matrix's largest size
 
 
