@@ -457,6 +457,13 @@ def _pointwise(x, w, b, act, st, fmt, dims, cdt, res):
     return res
 
 
+def _windows(xp, R, S, st, dl, P, Q):
+    """The (N, P, Q, C, R, S) view of padded NHWC xp: output pixel (p, q)'s window, no copy."""
+    win = np.lib.stride_tricks.sliding_window_view(
+        xp, ((R - 1) * dl[0] + 1, (S - 1) * dl[1] + 1), axis=(1, 2))
+    return win[:, ::st[0], ::st[1], :, ::dl[0], ::dl[1]][:, :P, :Q]
+
+
 def _im2col_forward(x, w, b, fmt, dims, st, dl, pads, groups, activation, cdt):
     """The baseline: the (N*P*Q, R*S*C/groups) patch matrix of each group times its weight."""
     from pytpp import matmul
@@ -467,10 +474,7 @@ def _im2col_forward(x, w, b, fmt, dims, st, dl, pads, groups, activation, cdt):
     cg, kg = C // groups, K // groups
     res = np.empty((N, P, Q, K), cdt)
     for g in range(groups):
-        xg = xp[..., g * cg:(g + 1) * cg]
-        win = np.lib.stride_tricks.sliding_window_view(
-            xg, ((R - 1) * dl[0] + 1, (S - 1) * dl[1] + 1), axis=(1, 2))
-        win = win[:, ::st[0], ::st[1], :, ::dl[0], ::dl[1]][:, :P, :Q]
+        win = _windows(xp[..., g * cg:(g + 1) * cg], R, S, st, dl, P, Q)
         cols = np.ascontiguousarray(win.transpose(0, 1, 2, 4, 5, 3)).reshape(N * P * Q,
                                                                               R * S * cg)
         wg = np.ascontiguousarray(
@@ -762,10 +766,7 @@ def _patch_backward_weight(go, x, fmt, pads, st, dl, dims, cdt):
     """grad_w (K, C, R, S) = go^T @ patches (the route above, one group), in cdt."""
     from pytpp import matmul
     N, C, K, R, S, P, Q = dims
-    xp = _to_padded_nhwc(x, fmt, pads, cdt)
-    win = np.lib.stride_tricks.sliding_window_view(
-        xp, ((R - 1) * dl[0] + 1, (S - 1) * dl[1] + 1), axis=(1, 2))
-    win = win[:, ::st[0], ::st[1], :, ::dl[0], ::dl[1]][:, :P, :Q]
+    win = _windows(_to_padded_nhwc(x, fmt, pads, cdt), R, S, st, dl, P, Q)
     cols = np.ascontiguousarray(win, dtype=cdt).reshape(N * P * Q, C * R * S)
     gom = (go.transpose(0, 2, 3, 1) if fmt == "NCHW" else go).astype(cdt, copy=False)
     return matmul(gom.reshape(N * P * Q, K).T, cols).reshape(K, C, R, S)

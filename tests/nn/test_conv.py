@@ -177,6 +177,14 @@ def test_conv2d_packed_rows_path(isa, case, fmt, dtype, act, seed):
     n = case["C"] * case["R"] * case["S"]
     assert_within(from_fmt(ys[0], fmt), ref, absref, n, EPS[np.dtype(dtype)])
     np.testing.assert_array_equal(ys[0], ys[1])   # the same k order on any thread count
+    # Fortran-order and strided views of x give the same bits
+    xf = np.asfortranarray(to_fmt(x, fmt))
+    big = np.zeros(xf.shape[:-1] + (2 * xf.shape[-1],), dtype)
+    big[..., ::2] = xf
+    for xv in (xf, big[..., ::2]):
+        np.testing.assert_array_equal(
+            conv2d(xv, w, b, case["stride"], case["padding"], case["dil"], data_format=fmt,
+                   activation=act, algorithm="brgemm"), ys[0])
 
 
 @settings(max_examples=25, deadline=None,
@@ -206,6 +214,10 @@ def test_conv2d_backward_weight_patch_gemm(isa, C, K, R, S, H, W, stride, pad, d
     assert gw.shape == w.shape and gw.dtype == dtype and gb.shape == (K,)
     assert_within(gw, gw_ref, gw_abs, P * Q, EPS[np.dtype(dtype)])
     assert_within(gb, gb_ref, gb_abs, P * Q, EPS[np.dtype(dtype)])
+    gwf, _ = conv2d_backward_weight(np.asfortranarray(to_fmt(go, fmt)),
+                                    np.asfortranarray(to_fmt(x, fmt)), w.shape, stride, pad, dil,
+                                    data_format=fmt)
+    np.testing.assert_array_equal(gwf, gw)   # Fortran-order operands: the same bits
 
 
 RESNET_LIKE = [  # (C, H, K, R, stride, padding)

@@ -136,15 +136,12 @@ static void epilogue_row(const fwd_plan *fp, int64_t n, int64_t g, int64_t k0, i
     const pytpp_conv_shape *s = fp->s;
     const pytpp_ew_kernels *ew = fp->ew;
     const int64_t esz = fp->esz, kabs = g * fp->kg + k0;
-    for (int64_t q = 0; q < qn; ++q) {
-        char *r = rows + q * fp->ldt * esz;
-        if (fp->bias) ew->binary[PYTPP_EW_ADD](kc, r, fp->bias + kabs * esz, r, 0);
-        if (fp->act == PYTPP_CONV_ACT_RELU) ew->unary[PYTPP_EW_RELU](kc, r, r);
-        else if (fp->act == PYTPP_CONV_ACT_GELU) ew->unary[PYTPP_EW_GELU](kc, r, r);
-        if (!fp->out_nchw)
-            memcpy(fp->out + (((n * s->P + p) * s->Q + q0 + q) * s->K + kabs) * esz, r,
-                   (size_t)(kc * esz));
-    }
+    pytpp_conv_epilogue(ew, esz, qn, kc, rows, fp->ldt, fp->bias ? fp->bias + kabs * esz : NULL,
+                        fp->act);
+    if (!fp->out_nchw)
+        for (int64_t q = 0; q < qn; ++q)
+            memcpy(fp->out + (((n * s->P + p) * s->Q + q0 + q) * s->K + kabs) * esz,
+                   rows + q * fp->ldt * esz, (size_t)(kc * esz));
     if (fp->out_nchw)
         ew->transpose(qn, kc, rows, fp->ldt,
                       fp->out + ((n * s->K + kabs) * s->P * s->Q + p * s->Q + q0) * esz,
@@ -205,16 +202,10 @@ static void fwd_task(const fwd_plan *fp, int64_t t, char *tile, const void **ap,
         }
     }
     if (fp->direct) {   /* bias and activation in place, each output pixel's kc channels */
-        if (!fp->bias && !fp->act) return;
-        const pytpp_ew_kernels *ew = fp->ew;
         const char *bias = fp->bias ? fp->bias + (g * fp->kg + k0) * esz : NULL;
         for (int64_t i = 0; i < np; ++i)
-            for (int64_t q = 0; q < qn; ++q) {
-                char *r = dst + (i * s->Q + q) * s->K * esz;
-                if (bias) ew->binary[PYTPP_EW_ADD](kc, r, bias, r, 0);
-                if (fp->act == PYTPP_CONV_ACT_RELU) ew->unary[PYTPP_EW_RELU](kc, r, r);
-                else if (fp->act == PYTPP_CONV_ACT_GELU) ew->unary[PYTPP_EW_GELU](kc, r, r);
-            }
+            pytpp_conv_epilogue(fp->ew, esz, qn, kc, dst + i * s->Q * s->K * esz, s->K, bias,
+                                fp->act);
         return;
     }
     for (int64_t i = 0; i < np; ++i)

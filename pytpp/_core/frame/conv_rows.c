@@ -74,15 +74,9 @@ static void rows_task(const rows_plan *rp, int64_t t, char *buf)
                              rp->rsc * rp->nr, c0 + j0 * esz, K, kk ? 1.0 : 0.0);
         }
     }
-    if (!rp->bias && !rp->act) return;
     const int64_t j0 = kb0 * rp->bk, nk = imin(K, kb1 * rp->bk) - j0;
-    const pytpp_ew_kernels *ew = rp->ew;
-    for (int64_t i = 0; i < m; ++i) {
-        char *r = c0 + (i * K + j0) * esz;
-        if (rp->bias) ew->binary[PYTPP_EW_ADD](nk, r, rp->bias + j0 * esz, r, 0);
-        if (rp->act == PYTPP_CONV_ACT_RELU) ew->unary[PYTPP_EW_RELU](nk, r, r);
-        else if (rp->act == PYTPP_CONV_ACT_GELU) ew->unary[PYTPP_EW_GELU](nk, r, r);
-    }
+    pytpp_conv_epilogue(rp->ew, esz, m, nk, c0 + j0 * esz, K,
+                        rp->bias ? rp->bias + j0 * esz : NULL, rp->act);
 }
 
 int pytpp_conv2d_forward_rows(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,

@@ -1,5 +1,6 @@
-/* The register-block sweep every convolution path runs (conv.h, pytpp_conv_sweep): a row of
- * near-equal register blocks down m rows for each chunk of one register block's columns. */
+/* What every convolution path runs (conv.h): the register-block sweep (pytpp_conv_sweep: a row
+ * of near-equal register blocks down m rows for each chunk of one register block's columns) and
+ * the bias + activation epilogue on output rows (pytpp_conv_epilogue). */
 #include "pytpp/conv.h"
 #include "pytpp/partition.h"
 
@@ -23,5 +24,17 @@ void pytpp_conv_sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int6
                                             n_last);
             i0 += mi;
         }
+    }
+}
+
+void pytpp_conv_epilogue(const pytpp_ew_kernels *ew, int64_t esz, int64_t m, int64_t n,
+                         char *rows, int64_t ld, const char *bias, int act)
+{
+    if (!bias && act == PYTPP_CONV_ACT_NONE) return;
+    for (int64_t i = 0; i < m; ++i) {
+        char *r = rows + i * ld * esz;
+        if (bias) ew->binary[PYTPP_EW_ADD](n, r, bias, r, 0);
+        if (act == PYTPP_CONV_ACT_RELU) ew->unary[PYTPP_EW_RELU](n, r, r);
+        else if (act == PYTPP_CONV_ACT_GELU) ew->unary[PYTPP_EW_GELU](n, r, r);
     }
 }

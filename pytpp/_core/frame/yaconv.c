@@ -115,16 +115,10 @@ static void yc_task(const yc_plan *fp, int64_t n, int64_t task, const void **ap,
             }
         }
     }
-    if (!fp->bias && !fp->act) return;
-    const pytpp_ew_kernels *ew = fp->ew;
     const char *bias = fp->bias ? fp->bias + k0 * esz : NULL;
     for (int64_t p = 0; p < P; ++p)
-        for (int64_t q = q0; q < q0 + qn; ++q) {
-            char *row = on + ((p * Q + q) * K + k0) * esz;
-            if (bias) ew->binary[PYTPP_EW_ADD](kc, row, bias, row, 0);
-            if (fp->act == PYTPP_CONV_ACT_RELU) ew->unary[PYTPP_EW_RELU](kc, row, row);
-            else if (fp->act == PYTPP_CONV_ACT_GELU) ew->unary[PYTPP_EW_GELU](kc, row, row);
-        }
+        pytpp_conv_epilogue(fp->ew, esz, qn, kc, on + ((p * Q + q0) * K + k0) * esz, K, bias,
+                            fp->act);
 }
 
 /* The packed tile height T: the image rows of one tile sit side by side (T elements per k step,

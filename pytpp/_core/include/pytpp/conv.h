@@ -67,6 +67,11 @@ void pytpp_conv_sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int6
                       const void *const *bp, int64_t ldb, int64_t bstep, char *c, int64_t ldc,
                       double beta);
 
+/* rows[i][0:n] = act(rows[i][0:n] + bias[0:n]) for the m rows at a stride of ld elements (esz
+ * bytes each); bias may be NULL, act an enum pytpp_conv_act. */
+void pytpp_conv_epilogue(const pytpp_ew_kernels *ew, int64_t esz, int64_t m, int64_t n,
+                         char *rows, int64_t ld, const char *bias, int act);
+
 /* gw (K, C/groups, R, S) = the weight gradient: sum over n, p, q of
  * x[n, p*sh + r*dh, q*sw + s*dw, c] * go[n, p, q, k]; x padded NHWC, go (N, P, go_w, K) with
  * go_w = Q, or (stride 1 only) go_w = W with zero columns past Q: then each image is one
