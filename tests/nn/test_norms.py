@@ -125,6 +125,25 @@ def test_layer_norm_large_offset_keeps_digits(isa, rng):
     np.testing.assert_allclose(y, ry, rtol=0, atol=1e-3 * np.abs(ry).max() + step * rr.max())
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("lead", [1, 3, 16, 40])
+def test_layer_norm_rows_whose_start_is_far_from_the_mean(isa, rng, dtype, lead):
+    """The statistics are summed around the mean of a row's first vector; rows whose first
+    `lead` elements sit 1e4 standard deviations away (all of the first vector, or part of it)
+    keep the accuracy of two passes around the mean: y and rstd within 8 float32 / 16 float64
+    rounding steps (relative), where sums around the far shift alone are off by 12-500 float32 /
+    38-240 float64 steps (AVX2 / reference level)."""
+    x = rng.standard_normal((24, 257)).astype(dtype)
+    x[::2, :lead] += dtype(1e4)
+    x[1::4, :lead] -= dtype(5e3)
+    y, mean, rstd = pytpp.nn.layer_norm(x, 257, return_stats=True)
+    ry, rmu, rr = ref_layer(x, None, None, 1e-5, 1)
+    steps = {np.float32: 8, np.float64: 16}[dtype] * eps_of(dtype)
+    np.testing.assert_allclose(y, ry, rtol=0, atol=steps * np.abs(ry).max())
+    np.testing.assert_allclose(rstd, rr, rtol=steps)
+    close(mean, rmu, dtype)
+
+
 def test_constant_row_gives_bias(isa):
     x = np.full((3, 40), 7.25, np.float32)
     b = np.arange(40, dtype=np.float32)
