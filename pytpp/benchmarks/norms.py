@@ -146,7 +146,8 @@ def _channel_norms(h, threads, shape):
               impls)
     g = rng.standard_normal(shape).astype(np.float32)
     _, mean, rstd = nn.batch_norm(x, None, None, w, b, True, return_stats=True)
-    impls = [("pytpp", lambda: nn.batch_norm_backward(g, x, mean, rstd, w))]
+    gx = np.empty_like(x)
+    impls = [("pytpp", lambda: nn.batch_norm_backward(g, x, mean, rstd, w, out=gx))]
     if torch is not None:
         txg = torch.from_numpy(x.copy()).requires_grad_(True)
         twg, tbg = tw.clone().requires_grad_(True), tb.clone().requires_grad_(True)

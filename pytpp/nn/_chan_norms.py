@@ -140,8 +140,8 @@ def group_norm(x: ArrayLike, num_groups: int, weight: ArrayLike | None = None,
 
 
 def group_norm_backward(grad_out: ArrayLike, x: ArrayLike, num_groups: int, mean: ArrayLike,
-                        rstd: ArrayLike, weight: ArrayLike | None = None
-                        ) -> tuple[Array, Array | None, Array | None]:
+                        rstd: ArrayLike, weight: ArrayLike | None = None, *,
+                        out: Array | None = None) -> tuple[Array, Array | None, Array | None]:
     """Gradients of :func:`group_norm` from its saved statistics: ``(grad_x, grad_weight,
     grad_bias)``, the last two None when weight is None.
 
@@ -154,10 +154,13 @@ def group_norm_backward(grad_out: ArrayLike, x: ArrayLike, num_groups: int, mean
         (N, num_groups), as returned by ``group_norm(..., return_stats=True)``.
     weight : array_like, optional
         (C,).
+    out : ndarray, optional
+        For grad_x: x's shape, a float dtype the result casts to; may be grad_out or x itself.
 
     Returns
     -------
     grad_x : ndarray
+        ``out`` when given.
     grad_weight, grad_bias : ndarray or None
 
     Examples
@@ -185,14 +188,14 @@ def group_norm_backward(grad_out: ArrayLike, x: ArrayLike, num_groups: int, mean
         stats.append(_dense(arr, cdt))
     w = _per_channel(weight, C, "weight", fn, cdt)
     hw = math.prod(x.shape[2:])
-    dx = np.empty(x.shape, cdt)
+    gc, xc = _dense(g, cdt), _dense(x, cdt)
+    res_dt = _validate.promote(x.dtype, g.dtype)
+    dx, _ = _output(out, x, cdt, fn, [gc, xc, w, *stats], res_dt)
     gw = np.zeros(C, cdt) if w is not None else None
     gb = np.zeros(C, cdt) if w is not None else None
     if N and C and hw:
-        _norm.group_backward(_dense(g, cdt), _dense(x, cdt), N, C, hw, G, stats[0], stats[1], w,
-                             dx, gw, gb)
-    res_dt = _validate.promote(x.dtype, g.dtype)
-    return dx.astype(res_dt, copy=False), gw, gb
+        _norm.group_backward(gc, xc, N, C, hw, G, stats[0], stats[1], w, dx, gw, gb)
+    return _result(dx, out, res_dt), gw, gb
 
 
 def _layout(data_format, fn):
@@ -325,8 +328,8 @@ def batch_norm(x: ArrayLike, running_mean: Array | None, running_var: Array | No
 
 
 def batch_norm_backward(grad_out: ArrayLike, x: ArrayLike, mean: ArrayLike, rstd: ArrayLike,
-                        weight: ArrayLike | None = None, *, data_format: str = "NCHW"
-                        ) -> tuple[Array, Array | None, Array | None]:
+                        weight: ArrayLike | None = None, *, data_format: str = "NCHW",
+                        out: Array | None = None) -> tuple[Array, Array | None, Array | None]:
     """Gradients of :func:`batch_norm` in training mode from the batch statistics it returned:
     ``(grad_x, grad_weight, grad_bias)``, the last two None when weight is None.
 
@@ -339,10 +342,13 @@ def batch_norm_backward(grad_out: ArrayLike, x: ArrayLike, mean: ArrayLike, rstd
     weight : array_like, optional
         (C,).
     data_format : {"NCHW", "NHWC"}, optional
+    out : ndarray, optional
+        For grad_x: x's shape, a float dtype the result casts to; may be grad_out or x itself.
 
     Returns
     -------
     grad_x : ndarray
+        ``out`` when given.
     grad_weight, grad_bias : ndarray or None
 
     Examples
@@ -365,10 +371,11 @@ def batch_norm_backward(grad_out: ArrayLike, x: ArrayLike, mean: ArrayLike, rstd
     mu = _per_channel(mean, C, "mean", fn, cdt)
     r = _per_channel(rstd, C, "rstd", fn, cdt)
     w = _per_channel(weight, C, "weight", fn, cdt)
-    dx = np.empty(x.shape, cdt)
+    gc, xc = _dense(g, cdt), _dense(x, cdt)
+    res_dt = _validate.promote(x.dtype, g.dtype)
+    dx, _ = _output(out, x, cdt, fn, [gc, xc, mu, r, w], res_dt)
     gw = np.zeros(C, cdt) if w is not None else None
     gb = np.zeros(C, cdt) if w is not None else None
     if C and N * hw:
-        _norm.batch_backward(nhwc, _dense(g, cdt), _dense(x, cdt), N, C, hw, mu, r, w, dx, gw,
-                             gb)
-    return dx.astype(_validate.promote(x.dtype, g.dtype), copy=False), gw, gb
+        _norm.batch_backward(nhwc, gc, xc, N, C, hw, mu, r, w, dx, gw, gb)
+    return _result(dx, out, res_dt), gw, gb

@@ -211,6 +211,53 @@ def test_out_and_zero_size(rng):
     assert y.shape == (3, 0, 2)
 
 
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_backward_out_and_in_place(isa, rng, fmt):
+    """out= for grad_x: written in place (also over grad_out or x themselves), cast into a float64
+    out, and a wrong out raises before anything is written."""
+    x = (rng.standard_normal((3, 8, 5, 4)) * 2 + 1).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    w = rng.standard_normal(x.shape[-1 if fmt == "NHWC" else 1]).astype(np.float32)
+    _, mean, rstd = pytpp.nn.batch_norm(x, None, None, w, training=True, data_format=fmt,
+                                        return_stats=True)
+    _, gmean, grstd = pytpp.nn.group_norm(x, 4, return_stats=True)
+    wg = rng.standard_normal(x.shape[1]).astype(np.float32)
+    calls = {
+        "batch": lambda gg, xx, **kw: pytpp.nn.batch_norm_backward(gg, xx, mean, rstd, w,
+                                                                   data_format=fmt, **kw),
+        "group": lambda gg, xx, **kw: pytpp.nn.group_norm_backward(gg, xx, 4, gmean, grstd, wg,
+                                                                   **kw),
+    }
+    for call in calls.values():
+        want = call(g, x)
+        out = np.full_like(x, np.nan)
+        got = call(g, x, out=out)
+        assert got[0] is out
+        np.testing.assert_array_equal(out, want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        np.testing.assert_array_equal(got[2], want[2])
+        out64 = np.empty(x.shape)
+        assert call(g, x, out=out64)[0] is out64
+        np.testing.assert_array_equal(out64, want[0].astype(np.float64))
+        for which in ("g", "x"):
+            gg, xx = g.copy(), x.copy()
+            target = gg if which == "g" else xx
+            assert call(gg, xx, out=target)[0] is target
+            np.testing.assert_array_equal(target, want[0])
+        shifted = np.empty(x.size + 1, np.float32)      # out partly over grad_out
+        gg = shifted[1:].reshape(x.shape)
+        gg[...] = g
+        view = shifted[:-1].reshape(x.shape)
+        call(gg, x, out=view)
+        np.testing.assert_allclose(view, want[0], rtol=0, atol=1e-6)
+        bad = np.full((3, 8, 5), 5.0, np.float32)
+        with pytest.raises(ValueError, match="out has shape"):
+            call(g, x, out=bad)
+        assert (bad == 5.0).all()
+        with pytest.raises(TypeError, match="cannot write"):
+            call(g, x, out=np.empty(x.shape, np.int32))
+
+
 @pytest.mark.parametrize("call, exc, match", [
     (lambda x, rm, rv: pytpp.nn.group_norm(x, 3), ValueError, "num_groups=3"),
     (lambda x, rm, rv: pytpp.nn.group_norm(x, 2, np.ones(3)), ValueError, "weight has shape"),

@@ -347,7 +347,7 @@ int pytpp_batch_norm_backward(const pytpp_norm_kernels *kt, int nhwc, int64_t N,
                 if (len > 0)
                     kt->col_bwd_apply(len, C, (const char *)g + r0 * C * esz, C,
                                       (const char *)x + r0 * C * esz, C, k.mu, k.r, k.w, k.ma,
-                                      k.mp, (char *)dx + r0 * C * esz, C);
+                                      k.mp, (char *)dx + r0 * C * esz, C, stream);
             }
         }
     }

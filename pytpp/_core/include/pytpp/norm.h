@@ -57,7 +57,7 @@ typedef void (*pytpp_norm_col_bwd_sums_fn)(int64_t rows, int64_t C, const void *
 typedef void (*pytpp_norm_col_bwd_apply_fn)(int64_t rows, int64_t C, const void *g, int64_t ldg,
                                             const void *x, int64_t ldx, const void *mu,
                                             const void *r, const void *w, const void *ma,
-                                            const void *mp, void *dx, int64_t lddx);
+                                            const void *mp, void *dx, int64_t lddx, int stream);
 
 typedef struct pytpp_norm_kernels {
     const char *name;          /* ISA level */
