@@ -172,6 +172,28 @@ def test_large_offset_statistics(isa, rng):
     np.testing.assert_allclose(rstd, 1 / np.sqrt(ref.var(-1) + 1e-5), rtol=1e-3)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_statistics_whose_first_elements_are_far_from_the_mean(isa, rng, dtype):
+    """The statistics are summed around the mean of a channel's (group's) first elements; where
+    those sit 1e4 standard deviations off, the sums are taken again around the mean: mean and
+    rstd within 8 rounding steps (relative) of float64 (measured: at most 6), where sums around
+    the far shift alone are off by 6-40 steps (NCHW, groups) and 130-190 (NHWC)."""
+    steps = 8 * float(np.finfo(dtype).eps)
+    x = rng.standard_normal((4, 6, 8, 8)).astype(dtype)
+    x[0, :, 0, :] += dtype(1e4)                        # the first 8 of each NCHW plane of sample 0
+    for fmt in ("NCHW", "NHWC"):
+        xx = x if fmt == "NCHW" else np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        _, mean, rstd = pytpp.nn.batch_norm(xx, None, None, training=True, data_format=fmt,
+                                            return_stats=True)
+        ref = x.astype(np.float64).transpose(1, 0, 2, 3).reshape(6, -1)
+        np.testing.assert_allclose(rstd, 1 / np.sqrt(ref.var(1) + 1e-5), rtol=steps)
+        np.testing.assert_allclose(mean, ref.mean(1), rtol=steps)
+    _, mean, rstd = pytpp.nn.group_norm(x, 3, return_stats=True)
+    ref = x.astype(np.float64).reshape(4, 3, -1)
+    np.testing.assert_allclose(rstd, 1 / np.sqrt(ref.var(-1) + 1e-5), rtol=steps)
+    np.testing.assert_allclose(mean, ref.mean(-1), rtol=steps, atol=steps)
+
+
 @settings(max_examples=30, deadline=None)
 @given(n=st.integers(1, 4), c=st.integers(1, 12), hw=st.integers(1, 40), nhwc=st.booleans(),
        seed=st.integers(0, 2**32 - 1))

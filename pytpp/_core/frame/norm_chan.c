@@ -39,6 +39,26 @@ static void moments(double shift, double s1, double s2, double cnt, double *mean
     *var = v > 0.0 ? v : 0.0;
 }
 
+/* Statistics come from one pass of sums around a shift near the mean; their rounding error
+ * grows with (mean - shift)^2 / var. Past 1 (the shift more than a standard deviation off, or
+ * var not positive), the sums are taken again around the mean (norm_rows.inc does the same for
+ * rows). */
+static int shift_too_far(double s1, double s2, double cnt)
+{
+    const double d = s1 / cnt, v = s2 / cnt - d * d;
+    return !(d * d <= v);
+}
+
+/* The shift: the mean of the first (up to 8) of n elements `stride` apart, rounded to the
+ * element type (one element alone may be an outlier). */
+static double lead_mean(int esz, const void *p, int64_t n, int64_t stride)
+{
+    const int64_t k = n < 8 ? n : 8;
+    double s = 0.0;
+    for (int64_t i = 0; i < k; ++i) s += pytpp_elem_get(esz, p, i * stride);
+    return k > 0 ? rounded(esz, s / (double)k) : 0.0;
+}
+
 int pytpp_group_norm_forward(const pytpp_norm_kernels *kt, int64_t N, int64_t C, int64_t hw,
                              int64_t groups, const void *x, const void *w, const void *b,
                              double eps, void *y, void *mean, void *rstd, int nthreads)
@@ -54,11 +74,13 @@ int pytpp_group_norm_forward(const pytpp_norm_kernels *kt, int64_t N, int64_t C,
         for (int64_t r = r0; r < r0 + len; ++r) {
             const char *xr = (const char *)x + r * n * esz;
             char *yr = (char *)y + r * n * esz;
-            double s1, s2, mu, var;
-            kt->plane_sums(n, xr, 0.0, &s1, NULL);
-            const double mu0 = rounded(esz, s1 / (double)n);
-            kt->plane_sums(n, xr, mu0, &s1, &s2);
-            moments(mu0, s1, s2, (double)n, &mu, &var);
+            double s1, s2, mu, var, shift = lead_mean(esz, xr, n, 1);
+            kt->plane_sums(n, xr, shift, &s1, &s2);
+            if (shift_too_far(s1, s2, (double)n)) {
+                shift = rounded(esz, shift + s1 / (double)n);
+                kt->plane_sums(n, xr, shift, &s1, &s2);
+            }
+            moments(shift, s1, s2, (double)n, &mu, &var);
             pytpp_elem_put(esz, mean, r, mu);
             pytpp_elem_put(esz, rstd, r, 1.0 / sqrt(var + eps));
             mu = pytpp_elem_get(esz, mean, r);
@@ -199,21 +221,26 @@ int pytpp_batch_norm_forward(const pytpp_norm_kernels *kt, int nhwc, int trainin
     if (C <= 0) return 0;
     const int stream = streaming(total, esz);
     if (training && cnt > 0 && !nhwc) {
-        /* per channel: sums of x - x[0, c, 0] over its planes (shifted data: one pass from
-         * memory), then its planes normalised from the caches while the next channel's first
-         * plane comes in */
+        /* per channel: sums of x - shift over its planes (one pass from memory; a second from
+         * the caches where the shift was too far), then its planes normalised from the caches
+         * while the next channel's first plane comes in */
         const int nt = threads_for(nthreads, total, C);
 #pragma omp parallel num_threads(nt) if (nt > 1)
         {
             int64_t c0, len;
             pytpp_thread_part(C, &c0, &len);
             for (int64_t c = c0; c < c0 + len; ++c) {
-                const double k = pytpp_elem_get(esz, x, c * hw);
-                double s1 = 0.0, s2 = 0.0, a, q, mu, v;
-                for (int64_t i = 0; i < N; ++i) {
-                    kt->plane_sums(hw, (const char *)x + (i * C + c) * hw * esz, k, &a, &q);
-                    s1 += a;
-                    s2 += q;
+                double k = lead_mean(esz, (const char *)x + c * hw * esz, hw, 1);
+                double s1, s2, a, q, mu, v;
+                for (int pass = 0; pass < 2; ++pass) {
+                    s1 = s2 = 0.0;
+                    for (int64_t i = 0; i < N; ++i) {
+                        kt->plane_sums(hw, (const char *)x + (i * C + c) * hw * esz, k, &a, &q);
+                        s1 += a;
+                        s2 += q;
+                    }
+                    if (pass || !shift_too_far(s1, s2, (double)cnt)) break;
+                    k = rounded(esz, k + s1 / (double)cnt);
                 }
                 moments(k, s1, s2, (double)cnt, &mu, &v);
                 pytpp_elem_put(esz, mean, c, mu);
@@ -233,16 +260,30 @@ int pytpp_batch_norm_forward(const pytpp_norm_kernels *kt, int nhwc, int trainin
         }
         return 0;
     } else if (training && cnt > 0) {
+        /* per-channel shifts (element-typed, for the column kernel), then the totals; again
+         * around the means when a shift was too far */
         double *t = malloc((size_t)C * 2 * sizeof(double));
-        if (!t) return -1;
-        if (col_totals(kt, 0, cnt, C, x, NULL, x, NULL, t, t + C, nthreads)) { free(t); return -1; }
-        for (int64_t c = 0; c < C; ++c) {
+        char *shift = malloc((size_t)C * esz);
+        int again = 0, err = !t || !shift;
+        for (int64_t c = 0; c < C && !err; ++c)
+            pytpp_elem_put(esz, shift, c, lead_mean(esz, (const char *)x + c * esz, cnt, C));
+        for (int pass = 0; pass < 2 && !err; ++pass) {
+            err = col_totals(kt, 0, cnt, C, x, NULL, shift, NULL, t, t + C, nthreads);
+            for (int64_t c = 0; c < C && !err && !pass; ++c)
+                again |= shift_too_far(t[c], t[C + c], (double)cnt);
+            if (err || pass || !again) break;
+            for (int64_t c = 0; c < C; ++c)
+                pytpp_elem_put(esz, shift, c, pytpp_elem_get(esz, shift, c) + t[c] / (double)cnt);
+        }
+        for (int64_t c = 0; c < C && !err; ++c) {
             double mu, v;
-            moments(pytpp_elem_get(esz, x, c), t[c], t[C + c], (double)cnt, &mu, &v);
+            moments(pytpp_elem_get(esz, shift, c), t[c], t[C + c], (double)cnt, &mu, &v);
             pytpp_elem_put(esz, mean, c, mu);
             pytpp_elem_put(esz, var, c, v);
         }
         free(t);
+        free(shift);
+        if (err) return -1;
     }
     for (int64_t c = 0; c < C; ++c)
         pytpp_elem_put(esz, rstd, c, 1.0 / sqrt(pytpp_elem_get(esz, var, c) + eps));
