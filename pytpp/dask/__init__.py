@@ -105,13 +105,15 @@ def matmul(a, b):
     slab = k * (max(a.chunksize[-2], 1) * a.dtype.itemsize + max(b.chunksize[-1], 1) * b.dtype.itemsize)
     if slab <= SLAB_BYTES:
         out_ind = tuple(range(nd - 1)) + (nd,)
-        # the k blocks arrive as lists: dask's concatenation would copy even a single block
+        # concatenate=None: the k blocks arrive as lists (dask's concatenation would copy even
+        # a single block), and, unlike False, the layer fuses with a following blockwise step
+        # (dask fuses only layers of equal `concatenate`, a reduction's per-chunk step has None)
         out = da.blockwise(_blocks.matmul_slab, out_ind, a, lhs_ind, b, rhs_ind, dtype=dtype,
-                           concatenate=False)
+                           concatenate=None)
     else:
         out_ind = tuple(range(nd + 1))
         out = da.blockwise(_blocks.matmul_partial, out_ind, a, lhs_ind, b, rhs_ind,
-                           adjust_chunks={lhs_ind[-1]: 1}, dtype=dtype, concatenate=False)
+                           adjust_chunks={lhs_ind[-1]: 1}, dtype=dtype, concatenate=None)
         out = _tree_sum(out, axis=-2)
     if a_vec:
         out = out.squeeze(-2)
@@ -154,5 +156,5 @@ def brgemm(a, b):
     b = b.rechunk({0: a.chunks[0], 1: -1, 2: -1})
     dtype = _result_dtype(a, b)
     parts = da.blockwise(_blocks.brgemm_partial, "bmn", a, "bmk", b, "bkn",
-                         adjust_chunks={"b": 1}, dtype=dtype, concatenate=False)
+                         adjust_chunks={"b": 1}, dtype=dtype, concatenate=None)
     return _tree_sum(parts, axis=0)

@@ -58,6 +58,26 @@ def test_matmul_equals_numpy(client, ash, ach, bsh, bch, slab, rng, monkeypatch)
     np.testing.assert_allclose(c.compute(), np.matmul(a, b), **TOL)
 
 
+@pytest.mark.parametrize("slab", [True, False], ids=["slab", "tree"])
+def test_contractions_fuse_with_a_following_reduction(rng, slab, monkeypatch):
+    """A product's tasks and the per-chunk step of a reduction that consumes them run as one task
+    after dask's optimisation (no product block is stored between tasks): matmul stacks, the
+    matmul tree path and brgemm."""
+    import dask
+    if not slab:
+        monkeypatch.setattr(pytpp.dask, "SLAB_BYTES", 0)
+    x = rng.standard_normal((12, 3, 4))
+    s = da.from_array(x, chunks=(4, 3, 2)).persist(scheduler="sync")
+    t = da.from_array(x.transpose(0, 2, 1).copy(), chunks=(4, 2, 3)).persist(scheduler="sync")
+    for graph, name in ((pytpp.dask.matmul(s, t).sum(axis=0), "matmul_"),
+                        (pytpp.dask.brgemm(s, t) * 2.0, "brgemm_partial")):
+        (opt,) = dask.optimize(graph)
+        keys = [k[0] if isinstance(k, tuple) else k for k in dict(opt.__dask_graph__())]
+        assert not [k for k in keys if k.startswith(name)], keys
+    np.testing.assert_allclose(pytpp.dask.matmul(s, t).sum(axis=0).compute(scheduler="sync"),
+                               (x @ x.transpose(0, 2, 1)).sum(axis=0), **TOL)
+
+
 def test_matmul_dtypes(client, rng):
     a, da_a = _arr(rng, (6, 5), 3, np.float32)
     b, da_b = _arr(rng, (5, 4), 2, np.float64)
