@@ -25,12 +25,15 @@
 extern "C" {
 #endif
 
-/* Prefetch every cache line of the `bytes` bytes from p (for reading). */
+/* Asks for every cache line of the `bytes` bytes from p to come into L2 (prefetcht1, for
+ * reading). Into L2 rather than L1: random table rows are latency-bound, and L1's few miss
+ * buffers capped the rows in flight (bags of 1M x 64 float32 rows, one Zen 3 core: 16 rows
+ * ahead into L2 gathered 1.4x faster than 8 ahead into L1; 16 into L1 did not help). */
 static inline void pytpp_prefetch_bytes(const void *p, int64_t bytes)
 {
     const char *c = (const char *)p;
-    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(c + o, 0, 3);
-    __builtin_prefetch(c + bytes - 1, 0, 3);
+    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(c + o, 0, 2);
+    __builtin_prefetch(c + bytes - 1, 0, 2);
 }
 
 enum pytpp_bag_mode { PYTPP_BAG_SUM = 0, PYTPP_BAG_MEAN = 1, PYTPP_BAG_MAX = 2 };
