@@ -304,6 +304,39 @@ def test_bfloat16_rows_streamed_bit_for_bit(isa, x_bf16, y_bf16, rng):
         np.testing.assert_array_equal(out, expect)
 
 
+@pytest.mark.parametrize("rms", [False, True])
+def test_bfloat16_out_with_nan_inf_and_overflow(isa, rng, rms):
+    """bfloat16 outputs round without the NaN case only in rows that cannot produce a NaN: rows
+    holding a NaN or an infinity, weights or biases holding one, a zero-variance row with eps=0
+    (rstd infinite) and rows whose outputs overflow to infinity keep the bits of the float32 call
+    rounded by ml_dtypes: infinities and numbers exactly, NaNs as quiet NaNs (the sign of a NaN
+    made from two NaN operands is the compiler's choice of operand order, IEEE leaves it open)."""
+    m, n = 12, 40
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    x[1, 3] = np.nan
+    x[1, 4:6] = np.array([0x7FFFFFFF, 0xFF800001], np.uint32).view(np.float32)  # NaN payloads
+    x[2, 5] = np.inf
+    x[3, :] = -np.inf
+    x[4, :] = 2.5                                       # var 0: rstd = inf with eps=0
+    x[5, ::2] = 3e38                                    # overflow in the statistics
+    w = np.where(rng.standard_normal(n) > 0, 1.5e38, -1.5e38).astype(np.float32)  # |y| > 1: inf
+    bias = rng.standard_normal(n).astype(np.float32)
+    for ww, bb in ((w, bias), (np.where(np.arange(n) == 7, np.nan, w).astype(np.float32), bias),
+                   (w, np.where(np.arange(n) == 9, -np.inf, bias).astype(np.float32)),
+                   (None, None)):
+        f = (lambda xx, **kw: pytpp.nn.rms_norm(xx, n, ww, eps=0.0, **kw)) if rms else \
+            (lambda xx, **kw: pytpp.nn.layer_norm(xx, n, ww, bb, eps=0.0, **kw))
+        with np.errstate(all="ignore"):
+            y32 = f(x)
+            out = np.empty(x.shape, BF16)
+            f(x, out=out)
+        got, want, nan = out.view(np.uint16), y32.astype(BF16).view(np.uint16), np.isnan(y32)
+        np.testing.assert_array_equal(np.isnan(out.astype(np.float32)), nan)
+        assert ((got[nan] & 0x7fc0) == 0x7fc0).all()
+        np.testing.assert_array_equal(got[~nan], want[~nan])
+        assert np.isinf(out.astype(np.float32)).any() or ww is None
+
+
 def test_bfloat16_rows_match_float32_bit_for_bit(isa, threads, rng):
     """bfloat16 in and/or out runs the float32 row kernel on widened rows and rounds once (RNE):
     the same bits as the float32 call on the widened array, rounded by ml_dtypes."""

@@ -27,4 +27,13 @@ static inline ivec_t pytpp_bf16_rne_lo(vec_t v)
     const ivec_t q = V_I_OR(V_I_SRL(b, 16), V_I_SET1(0x40));
     return V_I_SEL(V_ISNAN(v), V_I_SRL(r, 16), q);
 }
+
+/* As pytpp_bf16_rne_lo for lanes that are not NaN (infinities and overflow to infinity round
+ * right): 4 instructions fewer, for callers that know their values are numbers. */
+static inline ivec_t pytpp_bf16_rne_lo_num(vec_t v)
+{
+    const ivec_t b = V_I_CAST(v);
+    return V_I_SRL(V_I_ADD(b, V_I_ADD(V_I_SET1(0x7fff), V_I_AND(V_I_SRL(b, 16), V_I_SET1(1)))),
+                   16);
+}
 #endif
