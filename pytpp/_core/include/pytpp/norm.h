@@ -35,8 +35,7 @@ typedef void (*pytpp_norm_bwd_fn)(int64_t m, int64_t n, const void *g, int64_t l
 
 /* Building blocks of the channel norms (norm_chan.inc; doubles are rounded to the element type
  * where they meet elements). plane_*: one contiguous plane of n elements, scalar statistics;
- * col_*: rows x C channels (row stride ld), per-channel arrays of C elements. plane_sums with
- * s2 NULL: sum(x) alone. */
+ * col_*: rows x C channels (row stride ld), per-channel arrays of C elements. */
 typedef void (*pytpp_norm_plane_sums_fn)(int64_t n, const void *x, double shift, double *s1,
                                          double *s2);
 typedef void (*pytpp_norm_plane_apply_fn)(int64_t n, const void *x, double mu, double r, double w,
