@@ -44,7 +44,8 @@ def _dense(a, cdt):
 
 def _output(out, x, cdt, fn, inputs, result):
     """(array the kernels write, out or None): out itself when it has the compute dtype, is
-    C-contiguous and overlaps the inputs at most by being x itself."""
+    C-contiguous and overlaps the inputs at most by being one of them (the kernels read each
+    element before they write it), else a new array copied into out by _result."""
     if out is None:
         return np.empty(x.shape, cdt), None
     _validate.check_out(out, x.shape, result, fn)

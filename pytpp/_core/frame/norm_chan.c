@@ -39,16 +39,6 @@ static void moments(double shift, double s1, double s2, double cnt, double *mean
     *var = v > 0.0 ? v : 0.0;
 }
 
-/* Statistics come from one pass of sums around a shift near the mean; their rounding error
- * grows with (mean - shift)^2 / var. Past 1 (the shift more than a standard deviation off, or
- * var not positive), the sums are taken again around the mean (norm_rows.inc does the same for
- * rows). */
-static int shift_too_far(double s1, double s2, double cnt)
-{
-    const double d = s1 / cnt, v = s2 / cnt - d * d;
-    return !(d * d <= v);
-}
-
 /* The shift: the mean of the first (up to 8) of n elements `stride` apart, rounded to the
  * element type (one element alone may be an outlier). */
 static double lead_mean(int esz, const void *p, int64_t n, int64_t stride)
@@ -76,7 +66,7 @@ int pytpp_group_norm_forward(const pytpp_norm_kernels *kt, int64_t N, int64_t C,
             char *yr = (char *)y + r * n * esz;
             double s1, s2, mu, var, shift = lead_mean(esz, xr, n, 1);
             kt->plane_sums(n, xr, shift, &s1, &s2);
-            if (shift_too_far(s1, s2, (double)n)) {
+            if (pytpp_norm_shift_too_far(s1, s2, (double)n)) {
                 shift = rounded(esz, shift + s1 / (double)n);
                 kt->plane_sums(n, xr, shift, &s1, &s2);
             }
@@ -239,7 +229,7 @@ int pytpp_batch_norm_forward(const pytpp_norm_kernels *kt, int nhwc, int trainin
                         s1 += a;
                         s2 += q;
                     }
-                    if (pass || !shift_too_far(s1, s2, (double)cnt)) break;
+                    if (pass || !pytpp_norm_shift_too_far(s1, s2, (double)cnt)) break;
                     k = rounded(esz, k + s1 / (double)cnt);
                 }
                 moments(k, s1, s2, (double)cnt, &mu, &v);
@@ -270,7 +260,7 @@ int pytpp_batch_norm_forward(const pytpp_norm_kernels *kt, int nhwc, int trainin
         for (int pass = 0; pass < 2 && !err; ++pass) {
             err = col_totals(kt, 0, cnt, C, x, NULL, shift, NULL, t, t + C, nthreads);
             for (int64_t c = 0; c < C && !err && !pass; ++c)
-                again |= shift_too_far(t[c], t[C + c], (double)cnt);
+                again |= pytpp_norm_shift_too_far(t[c], t[C + c], (double)cnt);
             if (err || pass || !again) break;
             for (int64_t c = 0; c < C; ++c)
                 pytpp_elem_put(esz, shift, c, pytpp_elem_get(esz, shift, c) + t[c] / (double)cnt);

@@ -11,6 +11,16 @@
 #include <stdint.h>
 #include "pytpp/kernel_common.h"
 
+/* Statistics are sums s1 = sum(x - shift), s2 = sum((x - shift)^2) over n elements in one pass
+ * around a shift near the mean; their rounding error grows with (mean - shift)^2 / var. Past 1
+ * (the shift more than a standard deviation off, or var not positive) the caller sums again
+ * around the mean (norm_rows.inc for rows, frame/norm_chan.c for channels and groups). */
+static inline int pytpp_norm_shift_too_far(double s1, double s2, double n)
+{
+    const double d = s1 / n, v = s2 / n - d * d;
+    return !(d * d <= v);
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif
