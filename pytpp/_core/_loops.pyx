@@ -9,6 +9,7 @@ from pytpp._core._runtime cimport active_isa, level
 from pytpp._core.cengine cimport PYTPP_F64, PYTPP_F32, pytpp_gemm_kernels
 from pytpp._core._equation cimport Program, pytpp_eqn_prog, pytpp_ew_operand
 from libc.stdlib cimport malloc, free
+from pytpp._core._matmul cimport acquire_workspace, release_workspace
 
 cnp.import_array()
 
@@ -40,7 +41,7 @@ cdef extern from "pytpp/loop_gemm.h" nogil:
         const char *a
         const char *b
         char *c
-        int64_t m, n, kb, bm, bn, bk, k_step, ldc, esz
+        int64_t m, n, kb, bm, bn, bk, k_step, lda, pw, ldc, esz
         int dtype
 
     ctypedef struct pytpp_loop_trace:
@@ -59,8 +60,18 @@ cdef extern from "pytpp/loop_gemm.h" nogil:
     int pytpp_loop_eqn_run(const pytpp_loop_nest *n, int nthreads, pytpp_loop_eqn *e)
     int pytpp_loop_gemm_run(const pytpp_loop_nest *n, int nthreads, const pytpp_loop_gemm *g)
     int pytpp_loop_trace_run(const pytpp_loop_nest *n, int nthreads, pytpp_loop_trace *t)
+    int64_t pytpp_loop_gemm_panel(const pytpp_gemm_kernels *gk, int64_t bn)
+    void pytpp_loop_gemm_pack_b(int dtype, const void *b, int64_t rsb, int64_t csb, int64_t k,
+                                int64_t n, int64_t kp, int64_t n_pad, int64_t pw, void *dst,
+                                int nthreads)
 
 MAX_LOOPS, MAX_LEVELS = PYTPP_LOOP_MAX_LOOPS, PYTPP_LOOP_MAX_LEVELS
+
+
+def gemm_panel_width(int double, int64_t bn):
+    """Columns per B panel of the blocked GEMM (loop_gemm.h) at the active level."""
+    return pytpp_loop_gemm_panel(level(active_isa()).brgemm[PYTPP_F64 if double else PYTPP_F32],
+                                 bn)
 
 
 cdef class CNest:
@@ -106,21 +117,42 @@ cdef class CNest:
         return rows[:min(t.count, cap)]
 
     def gemm(self, int nthreads, cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, int64_t m,
-             int64_t n, int64_t kb, int64_t bm, int64_t bn, int64_t bk, int64_t k_step):
-        """c (m x n, row-major, unit column stride) = a_blocked @ b_blocked (see loop_gemm.h)."""
+             int64_t n, int64_t kb, int64_t bm, int64_t bn, int64_t bk, int64_t k_step,
+             int64_t pw):
+        """c (m x n, row-major, unit column stride) = a @ b with a (m x kb * bk, unit column
+        stride) and b (k x n of c's dtype, strides in whole elements), which is packed here into
+        the panels of loop_gemm.h (in the shared packing workspace when it is free)."""
         cdef pytpp_loop_gemm g
         cdef int dt = PYTPP_F64 if cnp.PyArray_TYPE(c) == cnp.NPY_DOUBLE else PYTPP_F32
         cdef int err
+        cdef int64_t es = cnp.PyArray_ITEMSIZE(c)
+        cdef int64_t k = cnp.PyArray_DIM(b, 0), kp = kb * bk, n_pad = (n + bn - 1) // bn * bn
+        cdef int64_t rsb = cnp.PyArray_STRIDE(b, 0) // es, csb = cnp.PyArray_STRIDE(b, 1) // es
+        cdef const char *src = <const char *>cnp.PyArray_DATA(b)
+        cdef size_t need = <size_t>(n_pad * kp * es)
+        cdef void *ws = NULL
+        cdef size_t wsb = 0
+        cdef cnp.ndarray own
         g.gk = level(active_isa()).brgemm[dt]
         g.a = <const char *>cnp.PyArray_DATA(a)
-        g.b = <const char *>cnp.PyArray_DATA(b)
         g.c = <char *>cnp.PyArray_DATA(c)
-        g.m, g.n, g.kb, g.bm, g.bn, g.bk, g.k_step = m, n, kb, bm, bn, bk, k_step
-        g.ldc = cnp.PyArray_STRIDE(c, 0) // cnp.PyArray_ITEMSIZE(c) if m > 1 else n
-        g.esz = cnp.PyArray_ITEMSIZE(c)
+        g.m, g.n, g.kb, g.bm, g.bn, g.bk, g.k_step, g.pw = m, n, kb, bm, bn, bk, k_step, pw
+        g.lda = cnp.PyArray_STRIDE(a, 0) // es if m > 1 else kp
+        g.ldc = cnp.PyArray_STRIDE(c, 0) // es if m > 1 else n
+        g.esz = es
         g.dtype = dt
-        with nogil:
-            err = pytpp_loop_gemm_run(&self.nest, nthreads, &g)
+        locked = acquire_workspace(need, &ws, &wsb)
+        try:
+            if not locked:
+                own = np.empty(need, np.uint8)
+                ws = cnp.PyArray_DATA(own)
+            g.b = <const char *>ws
+            with nogil:
+                pytpp_loop_gemm_pack_b(dt, src, rsb, csb, k, n, kp, n_pad, pw, ws, nthreads)
+                err = pytpp_loop_gemm_run(&self.nest, nthreads, &g)
+        finally:
+            if locked:
+                release_workspace()
         if err:
             raise RuntimeError("pytpp.linalg.matmul(loops=): the C nest could not run")
 

@@ -72,3 +72,7 @@ cdef extern from "pytpp/gemm_goto.h" nogil:
                                      size_t ws_bytes, const pytpp_mm_epilogue *ep)
     void pytpp_cvt_f32_bf16(const float *src, uint16_t *dst, int64_t rows, int64_t cols,
                             int64_t src_rs, int64_t dst_rs, int64_t dst_cs)
+
+
+cdef bint acquire_workspace(size_t need, void **ws, size_t *wsb) except -1
+cdef void release_workspace()

@@ -39,6 +39,11 @@ cdef bint acquire_workspace(size_t need, void **ws, size_t *wsb) except -1:
     return True
 
 
+cdef void release_workspace():
+    """Give back the workspace acquire_workspace lent."""
+    _ws_lock.release()
+
+
 cdef int run_blocked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
                      const pytpp_mm_desc *d, const void *pa, const void *pb, void *pc,
                      bint prepacked=False, const pytpp_mm_epilogue *ep=NULL,

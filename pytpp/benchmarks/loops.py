@@ -1,13 +1,13 @@
 """GEMM driven by a loop-spec string (``pytpp.matmul(a, b, loops=...)``, 001 Listing 1: BRGEMMs
-over blocked copies of A and B, the nest run in C) against the Goto path (``pytpp.matmul``),
-2048^3 float32, a few strings. GFLOP/s and % of the measured fp32 FMA peak; the blocked copies
-of A and B are made in every call and counted.
+over A read in place and B copied into column panels, the nest run in C) against the Goto path
+(``pytpp.matmul``), 2048^3 float32, a few strings. GFLOP/s and % of the measured fp32 FMA peak;
+the copy of B is made in every call and counted.
 """
 import numpy as np
 
 import pytpp
 
-STRINGS = ("bcaBCb", "BCa", "cBa", "bcBCa @ schedule(dynamic, 1)")
+STRINGS = ("bcaBCb", "cbaBC", "BCa", "cBa", "bcBCa @ schedule(dynamic, 1)")
 
 
 def run(h):

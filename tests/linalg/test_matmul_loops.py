@@ -63,3 +63,62 @@ def test_parallel_k_refused():
         pytpp.matmul(np.ones((2, 4, 4)), a, loops="abc")
     with pytest.raises(TypeError):
         pytpp.matmul(a, a, loops=3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_long_k_runs_several_batches_per_c_block(isa, dtype, rng):
+    # K beyond one BRGEMM batch (k_step blocks: half of L2 of A and B blocks), with a K tail and
+    # an N tail inside the last B panel: later batches accumulate onto C
+    for m, k, n in [(70, 4163, 40), (5, 2100, 17)]:
+        a = rng.standard_normal((m, k)).astype(dtype)
+        b = rng.standard_normal((k, n)).astype(dtype)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        tol = 4 * k * np.finfo(dtype).eps * (np.abs(a) @ np.abs(b))
+        for spec in ["bca", "aBC", "cab"]:
+            got = pytpp.matmul(a, b, loops=spec)
+            assert (np.abs(got - ref) <= tol).all(), (spec, m, k, n)
+
+
+def test_operands_read_in_place_are_left_alone_and_may_alias_out(rng):
+    a = rng.standard_normal((128, 128))
+    b = rng.standard_normal((128, 128))
+    a0, b0 = a.copy(), b.copy()
+    ref = a @ b
+    np.testing.assert_allclose(pytpp.matmul(a, b, loops="bcaBCb"), ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(a, a0)
+    np.testing.assert_array_equal(b, b0)
+    # out is A (read in place) or B (packed before the product): same answer
+    r = pytpp.matmul(a, b, out=a, loops="bcaBCb")
+    assert r is a
+    np.testing.assert_allclose(a, ref, rtol=1e-12, atol=1e-12)
+    r = pytpp.matmul(a0, b, out=b, loops="BCa")
+    np.testing.assert_allclose(b, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_b_views_reversed_broadcast_and_misaligned(rng):
+    a = rng.standard_normal((33, 70)).astype(np.float32)
+    base = rng.standard_normal((70, 90)).astype(np.float32)
+    ref64 = a.astype(np.float64)
+    for b in [base[::-1], base[:, ::-3], np.broadcast_to(base[0], (70, 90)), base.T.copy().T]:
+        got = pytpp.matmul(a, b, loops="bca")
+        ref = ref64 @ np.asarray(b, np.float64)
+        np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-4)
+    raw = np.zeros(70 * 90 * 4 + 1, np.uint8)
+    b = raw[1:].view(np.float32).reshape(70, 90)   # not aligned to its element size
+    b[...] = base
+    np.testing.assert_allclose(pytpp.matmul(a, b, loops="bca"), ref64 @ base.astype(np.float64),
+                               rtol=2e-5, atol=2e-4)
+
+
+def test_loop_gemm_from_many_python_threads(rng):
+    # the B panels use the shared packing workspace when it is free, own buffers otherwise
+    from concurrent.futures import ThreadPoolExecutor
+    ops = [(rng.standard_normal((96, 200)), rng.standard_normal((200, 72))) for _ in range(8)]
+
+    def one(i):
+        a, b = ops[i % len(ops)]
+        got = pytpp.matmul(a, b, loops="bcaBCb") if i % 2 else pytpp.matmul(a, b)
+        return np.abs(got - a @ b).max()
+
+    with ThreadPoolExecutor(4) as ex:
+        assert max(ex.map(one, range(48))) < 1e-10
