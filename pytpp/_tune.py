@@ -9,6 +9,7 @@ also times every candidate and sets the tuned string beside the fastest (001 V-A
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -72,6 +73,19 @@ def tuned(m, n, k, dtype=np.float32, threads=None):
 def _threads():
     from pytpp._core import _runtime
     return _runtime.effective_num_threads()
+
+
+@contextlib.contextmanager
+def _running_on(threads):
+    """pytpp's kernels on `threads` threads for the timed runs (the count is restored after):
+    a tuning for one thread is timed on one."""
+    from pytpp._core import _runtime
+    before = _runtime.get_num_threads()
+    _runtime.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        _runtime.set_num_threads(before)
 
 
 def candidates(max_blocking=(1, 2, 2)):
@@ -189,12 +203,13 @@ def tune_gemm(m, n, k, dtype=np.float32, threads=None, top=5, progress=True, out
             picks.append((p, s))
             seen.add(nest(s))
     t0 = time.perf_counter()
-    for i, (p, s) in enumerate(picks):
-        pytpp.matmul(a, b, out=c, loops=s)
-        best = min(_time_once(lambda: pytpp.matmul(a, b, out=c, loops=s)) for _ in range(3))
-        timed[s] = best
-        if progress:
-            _bar(out, "time ", i + 1, len(picks), t0)
+    with _running_on(threads):
+        for i, (p, s) in enumerate(picks):
+            pytpp.matmul(a, b, out=c, loops=s)
+            best = min(_time_once(lambda: pytpp.matmul(a, b, out=c, loops=s)) for _ in range(3))
+            timed[s] = best
+            if progress:
+                _bar(out, "time ", i + 1, len(picks), t0)
     best = min(timed, key=timed.get)
     result = {"best": best, "ranking": [(s, p, timed.get(s)) for p, s in preds],
               "classes": [[s for _, s in cl] for cl in classes[:top]]}
@@ -223,19 +238,20 @@ def exhaustive_check(m, n, k, dtype=np.float32, threads=None, top=5, reps=2, pro
     timed = {}
     strings = [row[0] for row in r["ranking"]]
     t0 = time.perf_counter()
-    for i, s in enumerate(strings):
-        pytpp.matmul(a, b, out=c, loops=s)
-        timed[s] = min(_time_once(lambda: pytpp.matmul(a, b, out=c, loops=s))
-                       for _ in range(reps))
-        if progress:
-            _bar(out, "all  ", i + 1, len(strings), t0)
-    best = min(timed, key=timed.get)
-    # the fastest of many noisy timings is biased low: the two finalists are timed again in
-    # turn, and their ratio taken from those runs alone
-    final = {best: [], r["best"]: []}
-    for _ in range(5 * reps):
-        for s in final:
-            final[s].append(_time_once(lambda: pytpp.matmul(a, b, out=c, loops=s)))
+    with _running_on(threads):
+        for i, s in enumerate(strings):
+            pytpp.matmul(a, b, out=c, loops=s)
+            timed[s] = min(_time_once(lambda: pytpp.matmul(a, b, out=c, loops=s))
+                           for _ in range(reps))
+            if progress:
+                _bar(out, "all  ", i + 1, len(strings), t0)
+        best = min(timed, key=timed.get)
+        # the fastest of many noisy timings is biased low: the two finalists are timed again
+        # in turn, and their ratio taken from those runs alone
+        final = {best: [], r["best"]: []}
+        for _ in range(5 * reps):
+            for s in final:
+                final[s].append(_time_once(lambda: pytpp.matmul(a, b, out=c, loops=s)))
     best_s, tuned_s = min(final[best]), min(final[r["best"]])
     return {"exhaustive_best": best, "exhaustive_s": best_s, "tuned": r["best"],
             "tuned_s": tuned_s, "ratio": tuned_s / best_s,
@@ -261,7 +277,8 @@ def _bar(out, what, i, total, t0):
 
 
 def main(argv):
-    """``python -m pytpp tune gemm M N K [--dtype float32] [--top 5] [--exhaustive]``"""
+    """``python -m pytpp tune gemm M N K [--dtype float32] [--top 5] [--threads T]
+    [--exhaustive]``"""
     import argparse
     p = argparse.ArgumentParser(prog="python -m pytpp tune")
     p.add_argument("kernel", choices=["gemm"])
@@ -270,14 +287,20 @@ def main(argv):
     p.add_argument("k", type=int)
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--top", type=int, default=5)
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads to tune for (default: pytpp's thread count)")
     p.add_argument("--exhaustive", action="store_true",
                    help="also time every candidate and compare the tuned string with the best")
     args = p.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        p.error(f"--threads must be >= 1, got {args.threads}")
+    threads = args.threads or _threads()
     import pytpp
     if args.exhaustive:
-        e = exhaustive_check(args.m, args.n, args.k, np.dtype(args.dtype), top=args.top)
+        e = exhaustive_check(args.m, args.n, args.k, np.dtype(args.dtype), threads=threads,
+                             top=args.top)
         flops = 2.0 * args.m * args.n * args.k
-        print(f"gemm {args.m}x{args.n}x{args.k} {args.dtype}, {_threads()} threads, ISA "
+        print(f"gemm {args.m}x{args.n}x{args.k} {args.dtype}, {threads} threads, ISA "
               f"{pytpp.get_isa()}: tuned {e['tuned']!r} {flops / e['tuned_s'] / 1e9:.1f} GFLOP/s "
               f"in {e['seconds']:.1f} s; exhaustive best {e['exhaustive_best']!r} "
               f"{flops / e['exhaustive_s'] / 1e9:.1f} GFLOP/s; tuned / best time "
@@ -285,9 +308,9 @@ def main(argv):
               f"{e['in_top_classes']}")
         return 0
     t0 = time.perf_counter()
-    r = tune_gemm(args.m, args.n, args.k, np.dtype(args.dtype), top=args.top)
+    r = tune_gemm(args.m, args.n, args.k, np.dtype(args.dtype), threads=threads, top=args.top)
     flops = 2.0 * args.m * args.n * args.k
-    print(f"gemm {args.m}x{args.n}x{args.k} {args.dtype}, {_threads()} threads, "
+    print(f"gemm {args.m}x{args.n}x{args.k} {args.dtype}, {threads} threads, "
           f"ISA {pytpp.get_isa()}: {len(r['ranking'])} candidates, tuned in "
           f"{time.perf_counter() - t0:.1f} s")
     print(f"{'rank':>4s}  {'string':24s} {'model ms':>9s} {'measured ms':>12s} {'GFLOP/s':>8s}")

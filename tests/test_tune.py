@@ -62,3 +62,22 @@ def test_exhaustive_check_sets_the_tuned_string_beside_the_fastest(tmp_path, mon
     assert e["ratio"] >= 0.5 and e["exhaustive_s"] > 0
     assert isinstance(e["in_top_classes"], bool)
     assert not (tmp_path / "tune.json").exists()
+
+
+def test_timings_run_on_the_threads_asked_for(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTPP_TUNE_CACHE", str(tmp_path / "t.json"))
+    import pytpp
+    from pytpp._core import _runtime
+    seen = []
+    real = pytpp.matmul
+
+    def spy(*args, **kw):
+        seen.append(_runtime.get_num_threads())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(pytpp, "matmul", spy)
+    before = _runtime.get_num_threads()
+    _tune.tune_gemm(64, 64, 64, np.float32, threads=1, top=2, max_candidates=6, min_timed=2,
+                    progress=False)
+    assert seen and set(seen) == {1}
+    assert _runtime.get_num_threads() == before
