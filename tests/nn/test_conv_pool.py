@@ -324,15 +324,18 @@ def test_pooling_backward_matches_torch_on_ties_and_nan():
 
 @pytest.mark.parametrize("k,s,p", [((2, 2), (2, 2), (0, 0)), ((2, 2), (3, 3), (1, 1)),
                                    ((3, 3), (3, 3), (1, 1)), ((1, 2), (2, 2), (0, 1)),
-                                   ((2, 1), (3, 2), (0, 0))])
+                                   ((2, 1), (3, 2), (0, 0)), ((3, 3), (2, 2), (1, 1)),
+                                   ((3, 3), (1, 1), (1, 1)), ((5, 3), (2, 1), (2, 1)),
+                                   ((4, 2), (3, 3), (1, 0)), ((7, 7), (3, 2), (3, 3))])
 @pytest.mark.parametrize("C", [1, 70, 130])
-def test_pooling_backward_disjoint_windows(k, s, p, C):
-    """Strides >= the window (no element in two windows: each written once, the uncovered ones
-    between and after the windows zeroed) on NHWC, with ties, NaN and -inf, channel counts
-    beyond one chunk, every level, one thread or two."""
+def test_pooling_backward_nhwc_windows(k, s, p, C):
+    """NHWC with strides >= the window (each element in at most one window, written once; the
+    uncovered ones between and after the windows zeroed) and with overlapping windows (sums of
+    several windows), with ties, NaN and -inf, channel counts beyond one chunk, three images,
+    every level, one thread or two."""
     import pytpp
     rng = np.random.default_rng(C)
-    shape = (2, C, 9, 11)
+    shape = (3, C, 9, 11)
     x = with_special_values(rng, shape, np.float32, [(0.05, np.nan), (0.35, 0.0), (0.45, -np.inf)])
     P = (shape[2] + 2 * p[0] - k[0]) // s[0] + 1
     Q = (shape[3] + 2 * p[1] - k[1]) // s[1] + 1
