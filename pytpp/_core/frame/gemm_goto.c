@@ -66,6 +66,7 @@ void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *
     int64_t kc = (a_x8 * l1 / 8) / (bk->mr * esz);
     kc = imax(64, imin(2048, kc / 64 * 64));
     int64_t nc = (b_x8 * l2 / 8) / (kc * esz);
+    if (ks->kp->nc_max_kib) nc = imin(nc, (int64_t)ks->kp->nc_max_kib * 1024 / (kc * esz));
     nc = imax(bk->nr, nc / bk->nr * bk->nr);
     /* mc: the A block (mc x kc) takes a quarter of L3 (shared by the cores; eq. 4.4). */
     int64_t mc = (l3 / 4) / (kc * esz);

@@ -54,6 +54,7 @@ typedef struct pytpp_pk_kernels {
                                     * in eighths of L1 / L2 (0: the Zen 4 defaults, 12 and 16) */
     int nopack_l2_x8;              /* no packing while A + B take at most this many eighths of L2
                                     * (0: the Zen 4 default, all of L2) */
+    int nc_max_kib;                /* the B block at most this many KiB (0: no cap) */
 } pytpp_pk_kernels;
 
 /* Widened bf16 (AVX2): fp32 kernels on bf16 operands widened (exactly) while packing, k padded to
