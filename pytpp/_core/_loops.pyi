@@ -9,7 +9,7 @@ from typing_extensions import disjoint_base
 MAX_LOOPS: int
 MAX_LEVELS: int
 
-def gemm_panel_width(double: int, bn: int) -> int: ...
+def gemm_panel_width(f64: bool, bn: int) -> int: ...
 
 @disjoint_base
 class CNest:

@@ -68,9 +68,9 @@ cdef extern from "pytpp/loop_gemm.h" nogil:
 MAX_LOOPS, MAX_LEVELS = PYTPP_LOOP_MAX_LOOPS, PYTPP_LOOP_MAX_LEVELS
 
 
-def gemm_panel_width(int double, int64_t bn):
+def gemm_panel_width(bint f64, int64_t bn):
     """Columns per B panel of the blocked GEMM (loop_gemm.h) at the active level."""
-    return pytpp_loop_gemm_panel(level(active_isa()).brgemm[PYTPP_F64 if double else PYTPP_F32],
+    return pytpp_loop_gemm_panel(level(active_isa()).brgemm[PYTPP_F64 if f64 else PYTPP_F32],
                                  bn)
 
 

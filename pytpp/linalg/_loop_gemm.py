@@ -124,7 +124,7 @@ def matmul_loops(a, b, spec, out=None):
     elif k == 0:
         res = np.zeros((m, n), dt)
     else:
-        pw = gemm_panel_width(dt == np.float64, bn)
+        pw = gemm_panel_width(bool(dt == np.float64), bn)
         arows = _a_rows(a, kb * bk, dt)
         if b.dtype != dt or any(st % b.itemsize for st in b.strides):
             b = np.ascontiguousarray(b, dtype=dt)
