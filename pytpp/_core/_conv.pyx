@@ -49,6 +49,12 @@ cdef extern from "pytpp/pool.h" nogil:
     int pytpp_pool2d_backward(const pytpp_pool_kernels *kt, int op, int nhwc,
                               const pytpp_pool_shape *s, const void *g, const void *x, void *gx,
                               int nthreads)
+    int pytpp_pool2d_forward_indices(const pytpp_pool_kernels *kt, int nhwc,
+                                     const pytpp_pool_shape *s, const void *x, const int64_t *xs,
+                                     void *y, int64_t *idx, int nthreads)
+    int pytpp_pool2d_backward_indices(const pytpp_pool_kernels *kt, int nhwc,
+                                      const pytpp_pool_shape *s, const void *g,
+                                      const int64_t *idx, void *gx, int nthreads)
 
 cdef extern from "pytpp/yaconv.h" nogil:
     int pytpp_yaconv_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
@@ -142,10 +148,12 @@ def yaconv_forward(cnp.ndarray x, cnp.ndarray wpk, int64_t nr, object bias, cnp.
         raise MemoryError("pytpp.nn.conv2d: no memory for YaConv's packed image")
 
 
-def pool2d_forward(int op, cnp.ndarray x, cnp.ndarray y, bint nhwc, tuple geom):
+def pool2d_forward(int op, cnp.ndarray x, cnp.ndarray y, bint nhwc, tuple geom,
+                   cnp.ndarray idx=None):
     """Pooling forward (pytpp/_core/include/pytpp/pool.h): op 0 max, 1 average; x 4-D with unit
     innermost stride (other strides in whole elements), y C-contiguous of x's dtype;
-    geom (N, C, H, W, P, Q, kh, kw, sh, sw, ph, pw)."""
+    geom (N, C, H, W, P, Q, kh, kw, sh, sw, ph, pw). idx (max only): C-contiguous int64 of y's
+    shape, filled with each output's index (max_pool2d's return_indices)."""
     cdef pytpp_pool_shape s
     (s.N, s.C, s.H, s.W, s.P, s.Q, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw) = geom
     cdef int64_t esz = cnp.PyArray_ITEMSIZE(x)
@@ -156,9 +164,16 @@ def pool2d_forward(int op, cnp.ndarray x, cnp.ndarray y, bint nhwc, tuple geom):
     cdef const pytpp_pool_kernels *kt = level(active_isa()).pool[_dt(x)]
     cdef const void *px = cnp.PyArray_DATA(x)
     cdef void *py = cnp.PyArray_DATA(y)
+    cdef int64_t *pi = NULL if idx is None else <int64_t *>cnp.PyArray_DATA(idx)
     cdef int nt = num_threads()
+    cdef int err = 0
     with nogil:
-        pytpp_pool2d_forward(kt, op, nhwc, &s, px, xs, py, nt)
+        if pi == NULL:
+            pytpp_pool2d_forward(kt, op, nhwc, &s, px, xs, py, nt)
+        else:
+            err = pytpp_pool2d_forward_indices(kt, nhwc, &s, px, xs, py, pi, nt)
+    if err:
+        raise MemoryError("pytpp.nn.max_pool2d: no memory for the tap table")
 
 
 def pool2d_backward(int op, cnp.ndarray g, cnp.ndarray x, cnp.ndarray gx, bint nhwc,
@@ -177,6 +192,23 @@ def pool2d_backward(int op, cnp.ndarray g, cnp.ndarray x, cnp.ndarray gx, bint n
         err = pytpp_pool2d_backward(kt, op, nhwc, &s, pg, px, pgx, nt)
     if err:
         raise MemoryError("pytpp.nn: no memory for the pooling backward's tap table")
+
+
+def max_pool2d_backward_indices(cnp.ndarray g, cnp.ndarray idx, cnp.ndarray gx, bint nhwc,
+                                tuple geom):
+    """The max pooling backward from indices (pool.h): g and gx C-contiguous of one dtype, idx
+    C-contiguous int64 of g's shape; False when an index is outside its plane."""
+    cdef pytpp_pool_shape s
+    (s.N, s.C, s.H, s.W, s.P, s.Q, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw) = geom
+    cdef const pytpp_pool_kernels *kt = level(active_isa()).pool[_dt(gx)]
+    cdef const void *pg = cnp.PyArray_DATA(g)
+    cdef const int64_t *pi = <const int64_t *>cnp.PyArray_DATA(idx)
+    cdef void *pgx = cnp.PyArray_DATA(gx)
+    cdef int nt = num_threads()
+    cdef int err
+    with nogil:
+        err = pytpp_pool2d_backward_indices(kt, nhwc, &s, pg, pi, pgx, nt)
+    return err == 0
 
 
 def backward_weight(cnp.ndarray xp, cnp.ndarray go, cnp.ndarray gw, tuple geom):

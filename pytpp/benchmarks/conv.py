@@ -150,22 +150,35 @@ def _pool(h, threads, case):
     f = nn.max_pool2d if op == "max" else nn.avg_pool2d
     impls = [("pytpp NHWC", lambda: f(xh, k, s, p, data_format="NHWC")),
              ("pytpp NCHW", lambda: f(x, k, s, p))]
+    if op == "max":
+        impls += [("pytpp NHWC +indices", lambda: f(xh, k, s, p, data_format="NHWC",
+                                                    return_indices=True)),
+                  ("pytpp NCHW +indices", lambda: f(x, k, s, p, return_indices=True))]
     if torch is not None:
         tf = torch.nn.functional.max_pool2d if op == "max" else torch.nn.functional.avg_pool2d
         tx = torch.from_numpy(x)
         txc = tx.contiguous(memory_format=torch.channels_last)
         impls += [("torch NCHW", lambda: tf(tx, k, s, p)), ("torch NHWC", lambda: tf(txc, k, s, p))]
+        if op == "max":
+            impls += [("torch NHWC +indices", lambda: tf(txc, k, s, p, return_indices=True))]
     P = (H + 2 * p - k) // s + 1
     nbytes = 4.0 * N * C * (H * H + P * P)
     h.compare(f"{name} N={N} pool", threads, nbytes, "GB/s", "copy_gbs", impls,
               flops=N * C * P * P * k * k)
-    # backward: pytpp reads x again (its maximum found anew), torch's autograd reuses the
-    # forward's saved indices; bytes: x (max only), grad_out and grad_x
+    # backward: pytpp reads x again (its maximum found anew), or with the forward's indices
+    # (max) scatters to them as torch's autograd does with its saved ones; bytes: x (max only),
+    # grad_out and grad_x
     g = rng.standard_normal((N, C, P, P)).astype(np.float32)
     gh = np.ascontiguousarray(g.transpose(0, 2, 3, 1))
     b = nn.max_pool2d_backward if op == "max" else nn.avg_pool2d_backward
     impls = [("pytpp NHWC", lambda: b(gh, xh, k, s, p, data_format="NHWC")),
              ("pytpp NCHW", lambda: b(g, x, k, s, p))]
+    if op == "max":
+        ih = f(xh, k, s, p, data_format="NHWC", return_indices=True)[1]
+        ic = f(x, k, s, p, return_indices=True)[1]
+        impls += [("pytpp NHWC indices", lambda: b(gh, xh, k, s, p, data_format="NHWC",
+                                                   indices=ih)),
+                  ("pytpp NCHW indices", lambda: b(g, x, k, s, p, indices=ic))]
     if torch is not None:
         tg = torch.from_numpy(g)
         txr = torch.from_numpy(x).requires_grad_(True)

@@ -46,13 +46,22 @@ def _finish(yn, fmt, dt):
     return np.ascontiguousarray(y).astype(dt, copy=False)
 
 
+def _compute_view(x):
+    """x in the compute dtype with a unit innermost stride and the others in whole elements
+    (the forward kernels' layout), copied only when it is not."""
+    xc = x.astype(_cdt(x.dtype), copy=False)
+    # the stride of an axis of length 1 is never used
+    used = [st for st, n in zip(xc.strides, xc.shape) if n > 1]
+    if (xc.shape[3] > 1 and xc.strides[3] != xc.itemsize) or any(st % xc.itemsize for st in used):
+        xc = np.ascontiguousarray(xc)
+    return xc
+
+
 def _forward_c(op, fmt, x, k, s, p, P, Q):
     """max (op 0) or average (op 1) pooling in C, in x's format; the result in the compute
     dtype, C-contiguous."""
-    cdt = _cdt(x.dtype)
-    xc = x.astype(cdt, copy=False)
-    if xc.strides[3] != xc.itemsize or any(st % xc.itemsize for st in xc.strides):
-        xc = np.ascontiguousarray(xc)
+    xc = _compute_view(x)
+    cdt = xc.dtype
     N, C, H, W = xc.shape if fmt == "NCHW" else (xc.shape[0], xc.shape[3]) + xc.shape[1:3]
     y = np.empty((N, C, P, Q) if fmt == "NCHW" else (N, P, Q, C), cdt)
     if y.size:
@@ -76,9 +85,16 @@ def _backward_c(op, fmt, g, x, cdt, geom):
 
 def max_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
                stride: int | tuple[int, int] | None = None,
-               padding: int | tuple[int, int] = 0, *, data_format: str = "NCHW") -> Array:
+               padding: int | tuple[int, int] = 0, *, data_format: str = "NCHW",
+               return_indices: bool = False) -> Array | tuple[Array, Array]:
     """2D max pooling (``torch.nn.functional.max_pool2d``, floor mode): padding is -inf, so it
     never wins the max.
+
+    With ``return_indices=True`` it also returns, as torch does, each output's index: the flat
+    position ``h * W + w`` in its (H, W) plane of the window's first maximum (NaN counts as the
+    largest; of several NaNs the last), int64 in the output's layout. Pass them to
+    :func:`max_pool2d_backward` (``indices=``) and the backward scatters the gradient to them
+    instead of finding each window's maximum in ``x`` again.
 
     Parameters
     ----------
@@ -90,6 +106,15 @@ def max_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
     padding : int or pair, optional
         At most half the kernel size, as torch.
     data_format : {"NCHW", "NHWC"}
+    return_indices : bool, optional
+        Also return the indices of the maxima.
+
+    Returns
+    -------
+    y : ndarray
+        The pooled array in x's format and dtype.
+    indices : ndarray of int64
+        With ``return_indices``: y's shape, each output's flat index in its plane.
 
     Examples
     --------
@@ -98,10 +123,24 @@ def max_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
     >>> pytpp.nn.max_pool2d(x, 2)[0, 0]
     array([[ 5.,  7.],
            [13., 15.]], dtype=float32)
+    >>> y, idx = pytpp.nn.max_pool2d(x, 2, return_indices=True)
+    >>> idx[0, 0]
+    array([[ 5,  7],
+           [13, 15]])
     """
     fn = "pytpp.nn.max_pool2d"
     fmt, x, _, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
-    return _forward_c(0, fmt, x, k, s, p, P, Q).astype(x.dtype, copy=False)
+    if not return_indices:
+        return _forward_c(0, fmt, x, k, s, p, P, Q).astype(x.dtype, copy=False)
+    xc = _compute_view(x)
+    N, C, H, W = xc.shape if fmt == "NCHW" else (xc.shape[0], xc.shape[3]) + xc.shape[1:3]
+    shape = (N, C, P, Q) if fmt == "NCHW" else (N, P, Q, C)
+    y = np.empty(shape, xc.dtype)
+    idx = np.empty(shape, np.int64)
+    if y.size:
+        _conv.pool2d_forward(0, xc, y, fmt == "NHWC",
+                             (N, C, H, W, P, Q, k[0], k[1], s[0], s[1], p[0], p[1]), idx)
+    return y.astype(x.dtype, copy=False), idx
 
 
 def avg_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
@@ -133,9 +172,14 @@ def _grad_arg(grad_out, fmt, N, C, P, Q, fn):
 def max_pool2d_backward(grad_out: ArrayLike, x: ArrayLike, kernel_size: int | tuple[int, int],
                         stride: int | tuple[int, int] | None = None,
                         padding: int | tuple[int, int] = 0, *,
-                        data_format: str = "NCHW") -> Array:
+                        data_format: str = "NCHW", indices: ArrayLike | None = None) -> Array:
     """Gradient of :func:`max_pool2d`: each output's gradient goes to the first maximum of its
     window (torch's index), summed where windows overlap.
+
+    Without ``indices`` the maximum of each window is found again in ``x``. With the indices of
+    ``max_pool2d(..., return_indices=True)`` (grad_out's shape, integers) ``x`` gives only the
+    shape and dtype, and each output's gradient is added at its index in its plane, as torch's
+    backward does with its saved indices (an index outside [0, H * W) raises ValueError).
 
     Examples
     --------
@@ -144,13 +188,33 @@ def max_pool2d_backward(grad_out: ArrayLike, x: ArrayLike, kernel_size: int | tu
     >>> pytpp.nn.max_pool2d_backward(np.ones((1, 1, 1, 1), np.float32), x, 2)[0, 0]
     array([[0., 1.],
            [0., 0.]], dtype=float32)
+    >>> y, idx = pytpp.nn.max_pool2d(x, 2, return_indices=True)
+    >>> pytpp.nn.max_pool2d_backward(np.ones_like(y), x, 2, indices=idx)[0, 0]
+    array([[0., 1.],
+           [0., 0.]], dtype=float32)
     """
     fn = "pytpp.nn.max_pool2d_backward"
     fmt, x, xn, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
     N, C, H, W = xn.shape
     g = _grad_arg(grad_out, fmt, N, C, P, Q, fn)
     cdt = _cdt(np.result_type(x.dtype, g.dtype) if g.dtype != x.dtype else x.dtype)
-    return _backward_c(0, fmt, g, x, cdt, (N, C, H, W, P, Q, k[0], k[1], s[0], s[1], p[0], p[1]))
+    geom = (N, C, H, W, P, Q, k[0], k[1], s[0], s[1], p[0], p[1])
+    if indices is None:
+        return _backward_c(0, fmt, g, x, cdt, geom)
+    idx = np.asarray(indices)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"{fn}: indices must be integers (max_pool2d's return_indices), "
+                        f"got {idx.dtype}")
+    want = (N, C, P, Q) if fmt == "NCHW" else (N, P, Q, C)
+    if idx.shape != want:
+        raise ValueError(f"{fn}: indices must have grad_out's shape {want}, got {idx.shape}")
+    nhwc = fmt == "NHWC"
+    gc = np.ascontiguousarray(g.transpose(0, 2, 3, 1) if nhwc else g, dtype=cdt)
+    ic = np.ascontiguousarray(idx, dtype=np.int64)    # uint64 beyond int64 turns negative
+    gx = np.empty((N, H, W, C) if nhwc else (N, C, H, W), cdt)
+    if gx.size and not _conv.max_pool2d_backward_indices(gc, ic, gx, nhwc, geom):
+        raise ValueError(f"{fn}: indices must lie in [0, H * W) = [0, {H * W}) of their plane")
+    return gx.astype(x.dtype, copy=False)
 
 
 def avg_pool2d_backward(grad_out: ArrayLike, x: ArrayLike, kernel_size: int | tuple[int, int],

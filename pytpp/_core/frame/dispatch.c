@@ -123,7 +123,8 @@ int pytpp_dispatch_missing(int isa)
         const pytpp_embedding_kernels *ek = lv->embedding[dt];
         missing += !g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok || !ek ||
                    !lv->equation[dt] || !lv->pool[dt] || !lv->pool[dt]->rows ||
-                   !lv->pool[dt]->backward;
+                   !lv->pool[dt]->backward || !lv->pool[dt]->argmax_rows ||
+                   !lv->pool[dt]->scatter;
         if (!g || !lv->packed[dt] || !lv->eltwise[dt] || !nk || !ok || !ek) continue;
         missing += !nk->layer_fwd + !nk->rms_fwd + !nk->layer_bwd + !nk->rms_bwd +
                    !nk->plane_sums + !nk->plane_apply + !nk->plane_bwd_sums +

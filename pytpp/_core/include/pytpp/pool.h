@@ -55,12 +55,31 @@ static inline int pytpp_pool_bwd_disjoint(int nhwc, const pytpp_pool_shape *s)
     return nhwc && s->sh >= s->kh && s->sw >= s->kw && s->P > 0;
 }
 
+/* Max pooling that also gives each output's index: rows [row0, row1) of y, an NHWC row output
+ * row (n, p), an NCHW row (n, c, p) (no short-row blocks), and idx (y's layout) the flat index
+ * h * W + w in its image plane of the element the backward's rule picks (torch's
+ * return_indices). Layouts as pytpp_pool2d_forward's. Returns 0, or -1 when a tap table of
+ * more than 256 taps cannot be allocated. */
+typedef int (*pytpp_pool_argmax_fn)(int nhwc, const pytpp_pool_shape *s, const void *x,
+                                    const int64_t xs[3], void *y, int64_t *idx, int64_t row0,
+                                    int64_t row1);
+
+/* The max pooling backward from saved indices, items [item0, item1): an NCHW plane (n, c) or
+ * an NHWC chunk (n, chunk) of PYTPP_POOL_BWD_CHUNK channels; each item's part of gx is zeroed
+ * row by row as the indices first reach a row, then gx_plane[idx] += g, outputs in order.
+ * Returns 0, or PYTPP_POOL_BAD_INDEX when an index is outside [0, H * W) (gx then incomplete). */
+typedef int (*pytpp_pool_scatter_fn)(int nhwc, const pytpp_pool_shape *s, const void *g,
+                                     const int64_t *idx, void *gx, int64_t item0, int64_t item1);
+#define PYTPP_POOL_BAD_INDEX (-2)
+
 typedef struct pytpp_pool_kernels {
     const char *name;          /* ISA level */
     pytpp_table_info info;
     int esz;                   /* element size: 4 (f32) or 8 (f64) */
     pytpp_pool_rows_fn rows;
     pytpp_pool_bwd_fn backward;
+    pytpp_pool_argmax_fn argmax_rows;
+    pytpp_pool_scatter_fn scatter;
 } pytpp_pool_kernels;
 
 extern const pytpp_pool_kernels pytpp_pool_f64_ref, pytpp_pool_f32_ref;
@@ -84,6 +103,19 @@ void pytpp_pool2d_forward(const pytpp_pool_kernels *kt, int op, int nhwc,
 int pytpp_pool2d_backward(const pytpp_pool_kernels *kt, int op, int nhwc,
                            const pytpp_pool_shape *s, const void *g, const void *x, void *gx,
                            int nthreads);
+
+/* y = max_pool(x) and idx, each output's index (pytpp_pool_argmax_fn); layouts as
+ * pytpp_pool2d_forward's, idx int64 in y's layout. Returns 0, or -1 when memory ran out. */
+int pytpp_pool2d_forward_indices(const pytpp_pool_kernels *kt, int nhwc,
+                                 const pytpp_pool_shape *s, const void *x, const int64_t xs[3],
+                                 void *y, int64_t *idx, int nthreads);
+
+/* gx = the max pooling backward of g from the indices idx (g's layout): each g added at its
+ * index in its plane (pytpp_pool_scatter_fn). g, idx and gx C-contiguous in the layout of
+ * pytpp_pool2d_backward. Returns 0 or PYTPP_POOL_BAD_INDEX. */
+int pytpp_pool2d_backward_indices(const pytpp_pool_kernels *kt, int nhwc,
+                                  const pytpp_pool_shape *s, const void *g, const int64_t *idx,
+                                  void *gx, int nthreads);
 
 #ifdef __cplusplus
 }
