@@ -3,8 +3,9 @@ average pooling counts the zero padding in the divisor), their backward function
 adaptive average pooling. The forward max and average pooling run in C (frame/pool.c: one pass
 over the input, vectorised over channels in NHWC and over output columns in NCHW, threads over
 output rows), and so do the backward functions (pool_rows.inc's backward: threads over NCHW
-planes or NHWC channel chunks, max pooling to torch's index); adaptive pooling is numpy (an
-integral image in float64)."""
+planes or NHWC channel chunks, max pooling to torch's index, found again in x or, given the
+indices max_pool2d returns, scattered to them); adaptive pooling is numpy (an integral image in
+float64)."""
 import numpy as np
 
 from pytpp._core import _conv
