@@ -86,7 +86,8 @@ def test_softmax_streaming_page_offsets(streaming_isa, ld, yoff):
 def test_transpose_streaming_blocks(streaming_isa, threads, dtype, m, n, xoff, yoff):
     """Beyond 8 MiB. Output rows a whole number of 64-byte lines (m * size % 64 == 0): the
     blocked streaming path, with the tile grid shifted to the lines of x and of y; other rows
-    (the last three cases): the same blocks by ordinary stores. Columns past the last block,
+    (the last three cases): the same blocks, each row's whole lines streamed and the partial
+    lines at its ends stored. Columns past the last block,
     rows past the last 64-row block, and the prefetch two blocks ahead stopping at a row's end."""
     rng = np.random.default_rng(m + xoff)
     x = view(m * n, dtype, xoff).reshape(m, n)
