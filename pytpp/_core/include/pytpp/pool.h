@@ -3,7 +3,9 @@
  * replaces the running max only when strictly greater or when it is NaN and the max is not (the
  * first maximum and the first NaN win, as the numpy reference's taps did). Average: the taps are
  * summed in (r, s) order starting from the first, padding contributing +0.0, then multiplied by
- * 1 / (kh * kw) rounded in the element type (torch's count_include_pad divisor).
+ * 1 / (kh * kw) rounded in the element type (torch's count_include_pad divisor). Max pooling
+ * also with torch's indices (the backward's argmax rule: the last NaN), and its backward from
+ * them, a scatter.
  *
  * One template (pool_rows.inc) of plain loops, compiled per ISA level with that level's flags:
  * NHWC vectorised over the contiguous channels of a pixel, NCHW over the output columns of a
