@@ -43,18 +43,13 @@ cdef extern from "pytpp/pool.h" nogil:
     ctypedef struct pytpp_pool_shape:
         int64_t N, C, H, W, P, Q
         int64_t kh, kw, sh, sw, ph, pw
-    void pytpp_pool2d_forward(const pytpp_pool_kernels *kt, int op, int nhwc,
-                              const pytpp_pool_shape *s, const void *x, const int64_t *xs,
-                              void *y, int nthreads)
+    int pytpp_pool2d_forward(const pytpp_pool_kernels *kt, int op, int nhwc,
+                             const pytpp_pool_shape *s, const void *x, const int64_t *xs,
+                             void *y, int64_t *idx, int nthreads)
     int pytpp_pool2d_backward(const pytpp_pool_kernels *kt, int op, int nhwc,
-                              const pytpp_pool_shape *s, const void *g, const void *x, void *gx,
-                              int nthreads)
-    int pytpp_pool2d_forward_indices(const pytpp_pool_kernels *kt, int nhwc,
-                                     const pytpp_pool_shape *s, const void *x, const int64_t *xs,
-                                     void *y, int64_t *idx, int nthreads)
-    int pytpp_pool2d_backward_indices(const pytpp_pool_kernels *kt, int nhwc,
-                                      const pytpp_pool_shape *s, const void *g,
-                                      const int64_t *idx, void *gx, int nthreads)
+                              const pytpp_pool_shape *s, const void *g, const void *x,
+                              const int64_t *idx, void *gx, int nthreads)
+    int PYTPP_POOL_BAD_INDEX
 
 cdef extern from "pytpp/yaconv.h" nogil:
     int pytpp_yaconv_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
@@ -168,47 +163,34 @@ def pool2d_forward(int op, cnp.ndarray x, cnp.ndarray y, bint nhwc, tuple geom,
     cdef int nt = num_threads()
     cdef int err = 0
     with nogil:
-        if pi == NULL:
-            pytpp_pool2d_forward(kt, op, nhwc, &s, px, xs, py, nt)
-        else:
-            err = pytpp_pool2d_forward_indices(kt, nhwc, &s, px, xs, py, pi, nt)
+        err = pytpp_pool2d_forward(kt, op, nhwc, &s, px, xs, py, pi, nt)
     if err:
-        raise MemoryError("pytpp.nn.max_pool2d: no memory for the tap table")
+        raise MemoryError("pytpp.nn: no memory for the pooling forward's tap table")
 
 
 def pool2d_backward(int op, cnp.ndarray g, cnp.ndarray x, cnp.ndarray gx, bint nhwc,
-                    tuple geom):
+                    tuple geom, cnp.ndarray idx=None):
     """Pooling backward (pytpp/_core/include/pytpp/pool.h): op 0 max, 1 average; g, x and gx
-    C-contiguous of one dtype (x read by max only); geom as pool2d_forward's."""
+    C-contiguous of one dtype (x read by max without idx only); geom as pool2d_forward's.
+    idx (max only): the forward's indices, C-contiguous int64 of g's shape, scattered to."""
     cdef pytpp_pool_shape s
     (s.N, s.C, s.H, s.W, s.P, s.Q, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw) = geom
     cdef const pytpp_pool_kernels *kt = level(active_isa()).pool[_dt(gx)]
     cdef const void *pg = cnp.PyArray_DATA(g)
     cdef const void *px = cnp.PyArray_DATA(x)
+    cdef const int64_t *pi = NULL
+    if idx is not None:
+        pi = <const int64_t *>cnp.PyArray_DATA(idx)
     cdef void *pgx = cnp.PyArray_DATA(gx)
     cdef int nt = num_threads()
     cdef int err
     with nogil:
-        err = pytpp_pool2d_backward(kt, op, nhwc, &s, pg, px, pgx, nt)
+        err = pytpp_pool2d_backward(kt, op, nhwc, &s, pg, px, pi, pgx, nt)
+    if err == PYTPP_POOL_BAD_INDEX:
+        raise ValueError(f"pytpp.nn.max_pool2d_backward: indices must lie in [0, H * W) = "
+                         f"[0, {s.H * s.W}) of their plane")
     if err:
         raise MemoryError("pytpp.nn: no memory for the pooling backward's tap table")
-
-
-def max_pool2d_backward_indices(cnp.ndarray g, cnp.ndarray idx, cnp.ndarray gx, bint nhwc,
-                                tuple geom):
-    """The max pooling backward from indices (pool.h): g and gx C-contiguous of one dtype, idx
-    C-contiguous int64 of g's shape; False when an index is outside its plane."""
-    cdef pytpp_pool_shape s
-    (s.N, s.C, s.H, s.W, s.P, s.Q, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw) = geom
-    cdef const pytpp_pool_kernels *kt = level(active_isa()).pool[_dt(gx)]
-    cdef const void *pg = cnp.PyArray_DATA(g)
-    cdef const int64_t *pi = <const int64_t *>cnp.PyArray_DATA(idx)
-    cdef void *pgx = cnp.PyArray_DATA(gx)
-    cdef int nt = num_threads()
-    cdef int err
-    with nogil:
-        err = pytpp_pool2d_backward_indices(kt, nhwc, &s, pg, pi, pgx, nt)
-    return err == 0
 
 
 def backward_weight(cnp.ndarray xp, cnp.ndarray go, cnp.ndarray gw, tuple geom):

@@ -213,8 +213,8 @@ def max_pool2d_backward(grad_out: ArrayLike, x: ArrayLike, kernel_size: int | tu
     gc = np.ascontiguousarray(g.transpose(0, 2, 3, 1) if nhwc else g, dtype=cdt)
     ic = np.ascontiguousarray(idx, dtype=np.int64)    # uint64 beyond int64 turns negative
     gx = np.empty((N, H, W, C) if nhwc else (N, C, H, W), cdt)
-    if gx.size and not _conv.max_pool2d_backward_indices(gc, ic, gx, nhwc, geom):
-        raise ValueError(f"{fn}: indices must lie in [0, H * W) = [0, {H * W}) of their plane")
+    if gx.size:
+        _conv.pool2d_backward(0, gc, gc, gx, nhwc, geom, ic)
     return gx.astype(x.dtype, copy=False)
 
 

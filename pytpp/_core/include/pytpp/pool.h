@@ -90,34 +90,24 @@ extern const pytpp_pool_kernels pytpp_pool_f64_avx512, pytpp_pool_f32_avx512;
 
 /* y = pool(x) with the kernels of kt (its dtype). nhwc: x (N, H, W, C) with element strides
  * (xs[0], xs[1], xs[2], 1) and y (N, P, Q, C) C-contiguous; else x (N, C, H, W) with strides
- * (xs[0], xs[1], xs[2], 1) and y (N, C, P, Q) C-contiguous. */
-void pytpp_pool2d_forward(const pytpp_pool_kernels *kt, int op, int nhwc,
-                          const pytpp_pool_shape *s, const void *x, const int64_t xs[3], void *y,
-                          int nthreads);
+ * (xs[0], xs[1], xs[2], 1) and y (N, C, P, Q) C-contiguous. idx (max pooling only, else NULL):
+ * int64 in y's layout, each output's index (pytpp_pool_argmax_fn). Returns 0, or -1 when a tap
+ * table could not be allocated. */
+int pytpp_pool2d_forward(const pytpp_pool_kernels *kt, int op, int nhwc,
+                         const pytpp_pool_shape *s, const void *x, const int64_t xs[3], void *y,
+                         int64_t *idx, int nthreads);
 
 /* gx = the gradient of pool(x) for the output gradient g (torch's rules): average pooling
  * gives each window's g / (kh * kw) to each of its elements inside the image; max pooling gives
  * g to the window's maximum, the first element inside the image that is greater than all before
  * it or NaN (so the last NaN, as torch's index), summed where windows overlap. g (N, C, P, Q),
  * x and gx (N, C, H, W), or with nhwc (N, P, Q, C) and (N, H, W, C); all C-contiguous, one
- * dtype; x is read by max pooling only. Returns 0, or -1 when memory ran out (gx then
- * incomplete). */
+ * dtype; x is read by max pooling only. idx (max pooling only, else NULL): the forward's
+ * indices in g's layout, scattered to instead of reading x (pytpp_pool_scatter_fn). Returns 0,
+ * -1 when memory ran out, or PYTPP_POOL_BAD_INDEX (gx then incomplete). */
 int pytpp_pool2d_backward(const pytpp_pool_kernels *kt, int op, int nhwc,
-                           const pytpp_pool_shape *s, const void *g, const void *x, void *gx,
-                           int nthreads);
-
-/* y = max_pool(x) and idx, each output's index (pytpp_pool_argmax_fn); layouts as
- * pytpp_pool2d_forward's, idx int64 in y's layout. Returns 0, or -1 when memory ran out. */
-int pytpp_pool2d_forward_indices(const pytpp_pool_kernels *kt, int nhwc,
-                                 const pytpp_pool_shape *s, const void *x, const int64_t xs[3],
-                                 void *y, int64_t *idx, int nthreads);
-
-/* gx = the max pooling backward of g from the indices idx (g's layout): each g added at its
- * index in its plane (pytpp_pool_scatter_fn). g, idx and gx C-contiguous in the layout of
- * pytpp_pool2d_backward. Returns 0 or PYTPP_POOL_BAD_INDEX. */
-int pytpp_pool2d_backward_indices(const pytpp_pool_kernels *kt, int nhwc,
-                                  const pytpp_pool_shape *s, const void *g, const int64_t *idx,
-                                  void *gx, int nthreads);
+                          const pytpp_pool_shape *s, const void *g, const void *x,
+                          const int64_t *idx, void *gx, int nthreads);
 
 #ifdef __cplusplus
 }
