@@ -20,9 +20,9 @@ cdef extern from "pytpp/conv.h" nogil:
     void pytpp_conv_blocking(const pytpp_gemm_kernels *gk, int64_t kg, int64_t *nr, int64_t *bk)
     int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
                                     int64_t nr, int64_t bk)
-    void pytpp_conv_pack_weight(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
-                                int64_t nr, int64_t bk, int64_t esz, const void *w,
-                                const int64_t *st, void *wpk, int nthreads)
+    void pytpp_conv_pack_weight(const pytpp_ew_kernels *ew, int64_t K, int64_t cg, int64_t R,
+                                int64_t S, int64_t groups, int64_t nr, int64_t bk, int64_t esz,
+                                const void *w, const int64_t *st, void *wpk, int nthreads)
     int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
                              const pytpp_conv_shape *s, const void *x, const void *wpk,
                              int64_t nr, int64_t bk, const void *bias, int act, void *out,
@@ -88,8 +88,9 @@ def pack_weight(cnp.ndarray w5, int64_t nr, int64_t bk, cnp.ndarray wpk):
     cdef const void *pw = cnp.PyArray_DATA(w5)
     cdef void *pk = cnp.PyArray_DATA(wpk)
     cdef int nt = num_threads()
+    cdef const pytpp_ew_kernels *ew = level(active_isa()).eltwise[_dt(w5)]
     with nogil:
-        pytpp_conv_pack_weight(G * kg, cg, R, S, G, nr, bk, esz, pw, st, pk, nt)
+        pytpp_conv_pack_weight(ew, G * kg, cg, R, S, G, nr, bk, esz, pw, st, pk, nt)
 
 
 cdef pytpp_conv_shape _shape(tuple g):

@@ -34,78 +34,6 @@ void pytpp_conv_blocking(const pytpp_gemm_kernels *gk, int64_t kg, int64_t *nr, 
     *bk = imin(full, imax(1, cdiv(kg, w)) * w);
 }
 
-static int is_depthwise(int64_t K, int64_t cg, int64_t groups)
-{
-    return cg == 1 && K == groups && groups > 1;
-}
-
-int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
-                                int64_t nr, int64_t bk)
-{
-    const int64_t kg = K / groups;
-    if (is_depthwise(K, cg, groups)) return R * S * K;
-    return groups * cdiv(kg, bk) * bk * R * S * cg;
-}
-
-/* dst[g][kb][j][rs][c][col] = w(g, kb*bk + j*nr + col, c, r, s), zero past K/groups. Per
- * panel, the nr source rows (one output channel's weights each) are read side by side and the
- * panel written in order: reading a contiguous weight at a stride of C*R*S elements took 20 ms
- * for a 3x3 512x512 weight, writing the panel at a stride of nr 8 ms, this 3 ms. */
-#define PACK_LOOP(T)                                                                           \
-    do {                                                                                       \
-        const T *src = (const T *)w;                                                           \
-        T *dst = (T *)wpk;                                                                     \
-        const int64_t sg = st[0], sk = st[1], sc = st[2], sr = st[3], ss = st[4];              \
-        if (is_depthwise(K, cg, groups)) {                                                     \
-            for (int64_t r = 0; r < R; ++r)                                                    \
-                for (int64_t v = 0; v < S; ++v)                                                \
-                    for (int64_t k = 0; k < K; ++k) *dst++ = src[k * sg + r * sr + v * ss];   \
-            break;                                                                             \
-        }                                                                                      \
-        const int64_t npan = cdiv(kg, bk) * bk / nr;       /* panels per group */          \
-        _Pragma("omp parallel for num_threads(nt) if (nt > 1) schedule(static)")               \
-        for (int64_t it = 0; it < groups * npan; ++it) {                                       \
-            const int64_t g = it / npan, j0 = (it % npan) * nr;                                \
-            T *pd = dst + it * R * S * cg * nr;                                                \
-            const int64_t nk = imax(0, imin(nr, kg - j0));                                     \
-            const T *rows = src + g * sg + j0 * sk;                                            \
-            if (near_cols) {                                                                   \
-                /* c outer: each c reads one compact block of the panel's columns and taps */  \
-                for (int64_t c = 0; c < cg; ++c)                                               \
-                    for (int64_t r = 0; r < R; ++r)                                            \
-                        for (int64_t v = 0; v < S; ++v) {                                      \
-                            T *d = pd + ((r * S + v) * cg + c) * nr;                           \
-                            const T *at = rows + c * sc + r * sr + v * ss;                     \
-                            for (int64_t col = 0; col < nk; ++col) d[col] = at[col * sk];      \
-                            for (int64_t col = nk; col < nr; ++col) d[col] = 0;                \
-                        }                                                                      \
-                continue;                                                                      \
-            }                                                                                  \
-            for (int64_t r = 0; r < R; ++r)                                                    \
-                for (int64_t v = 0; v < S; ++v)                                                \
-                    for (int64_t c = 0; c < cg; ++c, pd += nr) {                               \
-                        const T *at = rows + c * sc + r * sr + v * ss;                         \
-                        for (int64_t col = 0; col < nk; ++col) pd[col] = at[col * sk];         \
-                        for (int64_t col = nk; col < nr; ++col) pd[col] = 0;                   \
-                    }                                                                          \
-        }                                                                                      \
-    } while (0)
-
-void pytpp_conv_pack_weight(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
-                            int64_t nr, int64_t bk, int64_t esz, const void *w,
-                            const int64_t st[5], void *wpk, int nthreads)
-{
-    const int64_t kg = K / groups;
-    /* threads for weights of a million elements and more (a 3x3 512x512 pack: 3 ms on one) */
-    const int nt = (double)K * cg * R * S >= 1e6 && nthreads > 1 ? nthreads : 1;
-    /* a panel's columns and taps within a few lines of each other, its channels far apart (the
-     * backward by data's flipped, channel-swapped view of a forward weight): per channel one
-     * compact block read, instead of the panel's column loads striding over all channels */
-    const int64_t span = (llabs(st[1]) * nr + llabs(st[3]) * R + llabs(st[4]) * S) * esz;
-    const int near_cols = span <= 2048 && llabs(st[2]) * esz > span;
-    if (esz == 8) PACK_LOOP(double); else PACK_LOOP(float);
-}
-
 /* ---------------------------------------------------------------- forward, BRGEMM path */
 
 typedef struct fwd_plan {
@@ -252,7 +180,7 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
     fwd_plan fp = {.gk = gk, .ew = ew, .s = s, .esz = esz, .cg = s->C / s->groups,
                    .kg = s->K / s->groups, .x = x, .wpk = wpk, .bias = bias, .out = out,
                    .act = act, .out_nchw = out_nchw};
-    const int dw = is_depthwise(s->K, fp.cg, s->groups);
+    const int dw = pytpp_conv_is_depthwise(s->K, fp.cg, s->groups);
     if (!dw && s->groups == 1 && s->C >= ROWS_MIN_C && s->K >= ROWS_MIN_K) {
         if (!out_nchw)
             return pytpp_conv2d_forward_rows(gk, ew, s, x, wpk, nr, bk, bias, act, out, nthreads);

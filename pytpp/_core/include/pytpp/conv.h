@@ -32,18 +32,26 @@ typedef struct pytpp_conv_shape {
     int64_t sh, sw, dh, dw, groups;
 } pytpp_conv_shape;
 
+/* One input and one output channel per group: weights pack as [R][S][C]. */
+static inline int pytpp_conv_is_depthwise(int64_t K, int64_t cg, int64_t groups)
+{
+    return cg == 1 && K == groups && groups > 1;
+}
+
 /* The packed layout's column panel width nr (one register block: nv_main vectors of the level)
  * and output channels per block bk (a multiple of nr) for K/groups output channels per group. */
 void pytpp_conv_blocking(const pytpp_gemm_kernels *gk, int64_t kg, int64_t *nr, int64_t *bk);
 /* Elements of the packed weight of (K, C/groups, R, S) with `groups`. */
 int64_t pytpp_conv_packed_elems(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
                                 int64_t nr, int64_t bk);
-/* w -> the packed layout above; esz 4 or 8. Weight (g, k, c, r, s) (k < K/groups, c < cg) is
- * read at w + g*st[0] + k*st[1] + c*st[2] + r*st[3] + s*st[4] elements (any signs: the backward
- * by data packs a flipped, channel-swapped view of the forward weight without a copy). */
-void pytpp_conv_pack_weight(int64_t K, int64_t cg, int64_t R, int64_t S, int64_t groups,
-                            int64_t nr, int64_t bk, int64_t esz, const void *w,
-                            const int64_t st[5], void *wpk, int nthreads);
+/* w -> the packed layout above (conv_pack.c); esz 4 or 8. Weight (g, k, c, r, s) (k < K/groups,
+ * c < cg) is read at w + g*st[0] + k*st[1] + c*st[2] + r*st[3] + s*st[4] elements (any signs: the
+ * backward by data packs a flipped, channel-swapped view of the forward weight without a copy).
+ * ew: the level's element-wise table of w's dtype, whose transpose kernel moves the common
+ * views (NULL: scalar loads only). */
+void pytpp_conv_pack_weight(const pytpp_ew_kernels *ew, int64_t K, int64_t cg, int64_t R,
+                            int64_t S, int64_t groups, int64_t nr, int64_t bk, int64_t esz,
+                            const void *w, const int64_t st[5], void *wpk, int nthreads);
 
 /* out = act(conv(x, w) + bias). x: padded NHWC, C-contiguous (N, H, W, C); wpk: packed weight;
  * bias: K elements or NULL; out: (N, P, Q, K) or, with out_nchw, (N, K, P, Q), C-contiguous.

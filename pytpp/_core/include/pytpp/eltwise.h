@@ -81,6 +81,11 @@ typedef void (*pytpp_ew_reduce_acc_fn)(int64_t n, const void *x, void *acc, int 
 /* y (n x m, ldy) = x^T for x (m x n, ldx) */
 typedef void (*pytpp_ew_transpose_fn)(int64_t m, int64_t n, const void *x, int64_t ldx, void *y,
                                       int64_t ldy);
+/* A transpose with rows in groups of nr (the convolution weight pack): y[(i / nr) * ys + i % nr
+ * + (j % period) * a + (j / period) * b] = x[(i / nr) * xs + (i % nr) * ldx + j], i < m, j < n */
+typedef void (*pytpp_ew_transpose_scatter_fn)(int64_t m, int64_t n, const void *x, int64_t ldx,
+                                              int64_t xs, void *y, int64_t nr, int64_t ys,
+                                              int64_t period, int64_t a, int64_t b);
 typedef void (*pytpp_ew_cvt_fn)(int64_t n, const void *x, void *y);
 
 /* softmax_rows_nt's two row buffers, each with a page of slack: the kernel places each one at a
@@ -117,6 +122,7 @@ typedef struct pytpp_ew_kernels {
     pytpp_ew_reduce_row_fn reduce_row;
     pytpp_ew_reduce_acc_fn reduce_acc;
     pytpp_ew_transpose_fn transpose;
+    pytpp_ew_transpose_scatter_fn transpose_scatter;
     /* streaming-store variant for outputs beyond the caches (NULL where absent): 64-byte aligned
      * output pointer and ldy * size a multiple of 64, else it runs the plain one */
     pytpp_ew_transpose_fn transpose_nt;
