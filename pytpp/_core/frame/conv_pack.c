@@ -78,11 +78,11 @@ static int pack_tap_runs(const pytpp_ew_kernels *ew, int64_t kg, int64_t cg, int
 }
 
 /* dst[g][kb][j][rs][c][col] = w(g, kb*bk + j*nr + col, c, r, s), zero past K/groups, one
- * scalar load per element (a 3x3 512x512 float32 weight: 1.35-1.47 ms on one core of the Zen 4
- * guest, 4.5x a memcpy of it, in either view): per panel, the nr source rows (one output channel's weights each) are
- * read side by side and the panel written in order (reading a contiguous weight at a stride of
- * C*R*S elements took 20 ms for a 3x3 512x512 weight, writing the panel at a stride of nr 8 ms,
- * this 3 ms on Zen 3). */
+ * scalar load per element: per panel, the nr source rows (one output channel's weights each)
+ * are read side by side and the panel written in order (a 3x3 512x512 float32 weight on Zen 3:
+ * 20 ms reading a contiguous weight at a stride of C*R*S elements, 8 ms writing the panel at a
+ * stride of nr, 3 ms this way; 1.35-1.47 ms on one core of the Zen 4 guest in either view, 4.5x
+ * a memcpy of it, where the scattering transpose takes 0.9-1.1 ms). */
 #define PACK_LOOP(T)                                                                           \
     do {                                                                                       \
         const T *src = (const T *)w;                                                           \
