@@ -1,7 +1,7 @@
 """Convolutions: the distinct conv layers of ResNet-50 (the 7x7/2 stem, the 1x1 and 3x3 layers
-of each stage, strided ones included), float32, forward at N = 1 (all layers) and N = 8 (the
-stem and the 3x3 layers; all with --match N=8 outside --quick), backward by data and by weights
-on a subset, and the ATACworks 1D dilated convolution (W = 60400, C = K = 15, S = 51, d = 8).
+of each stage, strided ones included), float32, forward and backward by data and by weights at
+N = 1 and N = 8 (--quick: a subset of the layers, N = 8 forward on its stem and 3x3 layers, no
+N = 8 backward), and the ATACworks 1D dilated convolution (W = 60400, C = K = 15, S = 51, d = 8).
 
 Peers: torch.nn.functional.conv2d (oneDNN) on NCHW and on channels_last tensors, and numpy
 im2col + matmul (the patch matrix by sliding_window_view, then np.matmul). pytpp runs through
@@ -81,13 +81,8 @@ def _forward(h, threads, N, layer, summary):
                   ("torch NHWC", lambda: run_torch(txc, twc))]
     if N == 1:
         impls.append(("numpy im2col", lambda: _numpy_im2col(x, w, stride, pad)))
-    res = h.compare(_label(N, C, H, K, R, stride), threads, 2.0 * N * K * P * P * C * R * R,
-                    "GFLOP/s", "f32", impls)
-    if res and torch is not None:
-        t = {name: med for name, med, _ in res}
-        summary.append((min(t["torch NCHW"], t["torch NHWC"]) / min(t["pytpp NHWC"],
-                                                                    t["pytpp NCHW"]),
-                        t["torch NCHW"] / t["pytpp NCHW"]))
+    _ratios(h.compare(_label(N, C, H, K, R, stride), threads, 2.0 * N * K * P * P * C * R * R,
+                      "GFLOP/s", "f32", impls), summary)
 
 
 YACONV_LAYERS = [2, 8, 14, 20]           # the stride-1 3x3 layers of RESNET50
@@ -203,7 +198,16 @@ def _summary(h, what, summary):
           f"worst x{min(nchw):.2f} ({len(best)} layers)")
 
 
-def _backward(h, threads, N, layer):
+def _ratios(res, summary):
+    """pytpp's better format over torch's better format, and NCHW over NCHW, from one compare."""
+    t = {name: med for name, med, _ in res}
+    if "torch NCHW" in t:
+        summary.append((min(t["torch NCHW"], t["torch NHWC"]) / min(t["pytpp NHWC"],
+                                                                    t["pytpp NCHW"]),
+                        t["torch NCHW"] / t["pytpp NCHW"]))
+
+
+def _backward(h, threads, N, layer, data_summary, weight_summary):
     torch = h.torch
     C, H, K, R, stride, pad = layer
     rng = np.random.default_rng(1)
@@ -237,14 +241,16 @@ def _backward(h, threads, N, layer):
     if torch is not None:
         impls += [("torch NCHW", lambda: torch_bd(txn, twn, tgon)),
                   ("torch NHWC", lambda: torch_bd(tx, tw, tgo))]
-    h.compare(label + " bwd-data", threads, flops, "GFLOP/s", "f32", impls)
+    _ratios(h.compare(label + " bwd-data", threads, flops, "GFLOP/s", "f32", impls),
+            data_summary)
     impls = [("pytpp NHWC", lambda: nn.conv2d_backward_weight(goh, xh, w.shape, stride, pad,
                                                               data_format="NHWC")),
              ("pytpp NCHW", lambda: nn.conv2d_backward_weight(go, x, w.shape, stride, pad))]
     if torch is not None:
         impls += [("torch NCHW", lambda: torch_bw(txn, twn, tgon)),
                   ("torch NHWC", lambda: torch_bw(tx, tw, tgo))]
-    h.compare(label + " bwd-weight", threads, flops, "GFLOP/s", "f32", impls)
+    _ratios(h.compare(label + " bwd-weight", threads, flops, "GFLOP/s", "f32", impls),
+            weight_summary)
 
 
 def _atacworks(h, threads, N=1, W=60400, C=15, S=51, d=8):
@@ -287,7 +293,7 @@ def run(h):
     import warnings
     warnings.filterwarnings("ignore", message="Using padding='same'")
     layers = [RESNET50[i] for i in QUICK] if h.quick else RESNET50
-    n8 = [l for l in layers if l[3] != 1]                 # the stem and the 3x3 layers
+    n8 = [l for l in layers if l[3] != 1] if h.quick else layers    # quick: stem and 3x3
     for threads in h.threads:
         h.set_threads(threads)
         summary = []
@@ -297,7 +303,7 @@ def run(h):
         summary = []
         for layer in n8:
             _forward(h, threads, 8, layer, summary)
-        _summary(h, f"forward N=8 (stem and 3x3), {threads} thread(s)", summary)
+        _summary(h, f"forward N=8, {threads} thread(s)", summary)
         for N in (1,) if h.quick else (1, 8):
             ratios = []
             for i in YACONV_LAYERS:
@@ -305,6 +311,10 @@ def run(h):
             _yaconv_summary(h, f"yaconv N={N}, {threads} thread(s)", ratios)
         for case in POOLS[:2] if h.quick else POOLS:
             _pool(h, threads, case)
-        for i in ([2, 8] if h.quick else [2, 6, 8, 14, 20]):
-            _backward(h, threads, 1, RESNET50[i])
+        for N, group in ((1, layers), (8, [] if h.quick else layers)):
+            data, weight = [], []
+            for layer in group:
+                _backward(h, threads, N, layer, data, weight)
+            _summary(h, f"backward by data N={N}, {threads} thread(s)", data)
+            _summary(h, f"backward by weights N={N}, {threads} thread(s)", weight)
         _atacworks(h, threads)

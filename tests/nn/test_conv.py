@@ -220,6 +220,41 @@ def test_conv2d_backward_weight_patch_gemm(isa, C, K, R, S, H, W, stride, pad, d
     np.testing.assert_array_equal(gwf, gw)   # Fortran-order operands: the same bits
 
 
+@pytest.mark.parametrize("C,H,W,K,R,stride,pad,dil,N", [
+    (3, 200, 96, 32, 7, 2, 3, 1, 2),     # the stem's route, several blocks per image
+    (1, 9, 11, 32, 3, 1, 1, 1, 3),       # one block per image
+    (4, 40, 37, 40, 5, 3, 2, 1, 1),
+    (3, 20, 20, 32, 3, 1, 2, 2, 1),      # row dilation (column dilation leaves the route)
+])
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_conv2d_backward_weight_image_input(isa, C, H, W, K, R, stride, pad, dil, N, fmt):
+    """Image-like inputs (pytpp/nn/_conv.py, PATCH_BWW_MAX_C): grad_w from the patch matrix in
+    (r, s, c) order, block by block of output rows, the blocks' GEMMs added."""
+    from pytpp.nn._conv import PATCH_BWW_BLOCK_BYTES, PATCH_BWW_MAX_C, PATCH_BWW_MIN_K
+    assert C <= PATCH_BWW_MAX_C and K >= PATCH_BWW_MIN_K
+    P = (H + 2 * pad - dil * (R - 1) - 1) // stride + 1
+    Q = (W + 2 * pad - (R - 1) - 1) // stride + 1
+    rng = np.random.default_rng(C * 1000 + H)
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = rng.standard_normal((K, C, R, R)).astype(np.float32)
+    go = rng.standard_normal((N, K, P, Q)).astype(np.float32)
+    if H == 200:   # the case is meant to span several blocks
+        assert Q * C * R * R * 4 * P > PATCH_BWW_BLOCK_BYTES
+    args = ((stride, stride), (pad,) * 4, (dil, 1), 1)
+    _, gw_ref, gb_ref = conv2d_backward_ref(go, x, w, *args)
+    _, gw_abs, gb_abs = conv2d_backward_ref(go, x, w, *args, absolute=True)
+    gw, gb = conv2d_backward_weight(to_fmt(go, fmt), to_fmt(x, fmt), w.shape, stride,
+                                    pad, (dil, 1), data_format=fmt)
+    assert gw.shape == w.shape and gw.dtype == np.float32 and gb.shape == (K,)
+    assert_within(gw, gw_ref, gw_abs, N * P * Q, EPS[np.dtype(np.float32)])
+    assert_within(gb, gb_ref, gb_abs, N * P * Q, EPS[np.dtype(np.float32)])
+    xs = np.zeros((N, C, H, 2 * W), np.float32)[..., ::2]    # a strided view of x
+    xs[...] = x
+    gws, _ = conv2d_backward_weight(to_fmt(go, fmt), to_fmt(xs, fmt), w.shape, stride, pad,
+                                    (dil, 1), data_format=fmt)
+    np.testing.assert_array_equal(gws, gw)
+
+
 RESNET_LIKE = [  # (C, H, K, R, stride, padding)
     (3, 23, 16, 7, 2, 3), (16, 15, 24, 1, 1, 0), (16, 15, 16, 3, 1, 1), (24, 15, 40, 1, 2, 0),
     (24, 15, 24, 3, 2, 1), (70, 9, 130, 3, 1, 1), (130, 7, 70, 1, 1, 0)]
