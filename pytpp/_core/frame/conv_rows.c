@@ -12,13 +12,18 @@
 #include "pytpp/conv.h"
 #include "pytpp/partition.h"
 
-/* Pixels per block: 8 register blocks of 6 rows (AVX2), a multiple of the level's MR. */
-#define ROWS_BLOCK_TARGET 48
-/* Bytes of the B panel slice one A copy multiplies (k run x nr: 1024 rows of 16 fp32), read
- * from L2 by the block's register blocks. Zen 3, fp32, C512 7x7 N = 8: 16 / 36 / 64 / 128 / 300
- * KiB ran 79 / 72-81 / 85 / 80 / 80 GFLOP/s (longer runs store C less often; shorter ones fit L1
- * but reload C). */
-#define ROWS_B_SLICE_BYTES (64 * 1024)
+/* Pixels per block: 16 register blocks of 6 rows (AVX2), a multiple of the level's MR. Each
+ * block streams the whole weight once, so fewer, taller blocks read it fewer times. */
+#define ROWS_BLOCK_TARGET 96
+/* Bytes of the B panel slice one A copy multiplies (k run x nr: 2048 rows of 16 fp32), read
+ * from L2 by the block's register blocks. Zen 3 (512 KiB L2), fp32, C512 7x7 N = 8, 48-pixel
+ * blocks: 16 / 36 / 64 / 128 / 300 KiB ran 79 / 72-81 / 85 / 80 / 80 GFLOP/s (longer runs store
+ * C less often; shorter ones fit L1 but reload C). Zen 4 guest (1 MiB L2), one core,
+ * interleaved in one process, 48 pixels and 64 KiB -> 96 and 128 KiB, GFLOP/s: C512 7x7 N = 8
+ * 72.6 -> 80.7 (two threads 136.8 -> 158.1), N = 1 81.0 -> 82.6; C256 14x14 N = 8 83.7 -> 84.5,
+ * N = 1 84.8 -> 86.1; C128 28x28 N = 8 80.9 -> 81.5 (blocks of 128-192 pixels and slices of
+ * 96-192 KiB within 2% of it). */
+#define ROWS_B_SLICE_BYTES (128 * 1024)
 
 typedef struct rows_plan {
     const pytpp_gemm_kernels *gk;
@@ -96,8 +101,8 @@ int pytpp_conv2d_forward_rows(const pytpp_gemm_kernels *gk, const pytpp_ew_kerne
     rp.kc = cdiv(rp.rsc, rp.nkc);
     rp.lda = cdiv(rp.kc, 64 / rp.esz) * (64 / rp.esz);
     int nt = nthreads < 1 ? 1 : nthreads;
-    /* near-equal blocks of whole mr-pixel runs, as many per thread: C512 7x7 at N = 8 (392
-     * pixels) in 9 blocks of 48 ran 5 + 4 on two threads (1.68x one thread) */
+    /* near-equal blocks of whole mr-pixel runs, as many per thread (C512 7x7 at N = 8, 392
+     * pixels, in 9 blocks of 48 ran 5 + 4 on two threads: 1.68x one thread) */
     rp.mr = mr;
     rp.units = cdiv(M, mr);
     rp.nblk = imax(1, (rp.units * mr + ROWS_BLOCK_TARGET / 2) / ROWS_BLOCK_TARGET);
