@@ -11,6 +11,8 @@ FORMATS = ("NCHW", "NHWC")
 
 
 def int_arg(v, name, fn, lo):
+    if type(v) is int and v >= lo:      # the common case, before the slower ABC check
+        return v
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
         raise TypeError(f"{fn}: {name} must be an int or a pair of ints, got {v!r}")
     if int(v) < lo:

@@ -38,6 +38,9 @@ def _pool_args(x, kernel_size, stride, padding, data_format, fn, name="x"):
     return fmt, x, xn, k, s, p, P, Q
 
 
+_COMPUTE = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _cdt(dt):
     return np.float64 if dt == np.float64 else np.float32
 
@@ -50,6 +53,8 @@ def _finish(yn, fmt, dt):
 def _compute_view(x):
     """x in the compute dtype with a unit innermost stride and the others in whole elements
     (the forward kernels' layout), copied only when it is not."""
+    if x.dtype in _COMPUTE and x.flags.c_contiguous:
+        return x
     xc = x.astype(_cdt(x.dtype), copy=False)
     # the stride of an axis of length 1 is never used
     used = [st for st, n in zip(xc.strides, xc.shape) if n > 1]
