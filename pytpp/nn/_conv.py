@@ -424,14 +424,39 @@ def _pointwise_sweeps(fmt, C, K, pixels):
     thread, ResNet-50's 1x1 layers, interleaved in one process: C256 56x56 K64 92 vs 71 GFLOP/s,
     C1024 14x14 K256 95 vs 87, C1024 14x14 K2048 /2 94 vs 74 (N = 1); C64 56x56 K64 86 vs 73
     (N = 8). Layers widening fourfold stay on the GEMM (C64 56x56 K256 84 vs 77 at N = 8), as
-    do NCHW ones (one GEMM per image on the layout as it is, no transposes)."""
+    do NCHW ones (the layout as it is, see _nchw_product)."""
     return fmt == "NHWC" and (K <= 2 * C or pixels <= 512)
+
+
+# NCHW 1x1 layers with at most this many pixels per image run their images as one GEMM over
+# (channels, N*P*Q), through two small transposes, instead of one GEMM per image (few columns
+# each, the weight packed again per image). Zen 4 guest, one core, N = 8, ms, per image / one:
+# C1024 -> K2048 at 7x7 29.9 / 20.9, C512 -> K2048 7x7 14.8 / 10.4, C256 -> K1024 14x14 10.7 /
+# 10.2; at 28x28 per image wins (C512 -> K128 10.9 / 12.4).
+NCHW_ONE_GEMM_PIXELS = 256
+
+
+def _images_as_columns(a, n):
+    """(N, rows, n) -> (rows, N*n): each image's columns side by side, a copy."""
+    return np.ascontiguousarray(a.transpose(1, 0, 2)).reshape(a.shape[1], a.shape[0] * n)
+
+
+def _nchw_product(wk, x3, out3):
+    """out3 (N, K, n) = wk (K, C) @ x3[i] (C, n) for every image i."""
+    from pytpp import matmul
+    N, _, n = x3.shape
+    if N > 1 and n <= NCHW_ONE_GEMM_PIXELS:
+        r = matmul(wk, _images_as_columns(x3, n))
+        np.copyto(out3, r.reshape(wk.shape[0], N, n).transpose(1, 0, 2))
+    else:
+        matmul(wk, x3, out=out3)
+    return out3
 
 
 def _pointwise(x, w, b, act, st, fmt, dims, cdt, res):
     """A 1x1 convolution as one GEMM per call: NHWC (N*P*Q, C) @ (C, K), NCHW (K, C) @ (C, P*Q)
-    per image, straight into the result with no layout transform (strided ones subsample x
-    first, a quarter of it)."""
+    per image straight into the result (small images: one GEMM over all images' columns,
+    NCHW_ONE_GEMM_PIXELS); strided ones subsample x first, a quarter of it."""
     from pytpp import matmul
     from pytpp.nn._activations import gelu, relu
     N, C, K, P, Q = dims
@@ -442,8 +467,7 @@ def _pointwise(x, w, b, act, st, fmt, dims, cdt, res):
     wk = w.matrix(cdt, nhwc) if isinstance(w, PackedConvWeight) else _matrix(w, cdt, nhwc)
     if fmt == "NCHW":
         x3 = np.ascontiguousarray(x, dtype=cdt).reshape(N, C, P * Q)
-        r3 = res.reshape(N, K, P * Q)
-        matmul(wk, x3, out=r3)
+        r3 = _nchw_product(wk, x3, res.reshape(N, K, P * Q))
         if b is not None:
             r3 += b[:, None]
     else:
@@ -664,8 +688,9 @@ def _pointwise_backward_data(go, w, res, st, pads, fmt, cdt):
     direct = st == (1, 1) and not any(pads)
     if fmt == "NCHW":
         N, _, P, Q = go.shape
-        g = matmul(wk.T, np.ascontiguousarray(go, dtype=cdt).reshape(N, K, P * Q),
-                   out=res.reshape(N, C, P * Q) if direct else None).reshape(N, C, P, Q)
+        g = _nchw_product(wk.T, np.ascontiguousarray(go, dtype=cdt).reshape(N, K, P * Q),
+                          res.reshape(N, C, P * Q) if direct else
+                          np.empty((N, C, P * Q), cdt)).reshape(N, C, P, Q)
     else:
         N, P, Q, _ = go.shape
         g = matmul(np.ascontiguousarray(go, dtype=cdt).reshape(N * P * Q, K), wk,
@@ -701,8 +726,11 @@ def _pointwise_backward_weight(go, x, st, pads, fmt, dims, cdt):
     if fmt == "NCHW":
         g3 = np.ascontiguousarray(go, dtype=cdt).reshape(N, K, P * Q)
         x3 = np.ascontiguousarray(xs, dtype=cdt).reshape(N, C, P * Q)
-        gw = matmul(g3, x3.transpose(0, 2, 1)).sum(axis=0) if N > 1 else \
-            matmul(g3[0], x3[0].T)
+        if N > 1 and P * Q <= NCHW_ONE_GEMM_PIXELS:     # one reduction over every pixel
+            gw = matmul(_images_as_columns(g3, P * Q), _images_as_columns(x3, P * Q).T)
+        else:
+            gw = matmul(g3, x3.transpose(0, 2, 1)).sum(axis=0) if N > 1 else \
+                matmul(g3[0], x3[0].T)
     else:
         g2 = np.ascontiguousarray(go, dtype=cdt).reshape(N * P * Q, K)
         x2 = np.ascontiguousarray(xs, dtype=cdt).reshape(N * P * Q, C)

@@ -304,6 +304,29 @@ def test_conv2d_pointwise_routes(isa, rng, N, C, H, K, stride, dtype):
             assert_within(from_fmt(y, fmt), ref, absref, C, EPS[np.dtype(dtype)])
 
 
+@pytest.mark.parametrize("N,C,H,K,stride,pad", [
+    (3, 24, 7, 40, 1, 0), (2, 16, 9, 8, 2, 0), (1, 12, 5, 20, 1, 0), (4, 8, 33, 16, 1, 0),
+    (2, 6, 8, 10, 2, 1)])
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_conv2d_pointwise_backward(isa, rng, N, C, H, K, stride, pad, fmt):
+    """1x1 backward by data and by weights: NCHW images of at most NCHW_ONE_GEMM_PIXELS pixels
+    run as one GEMM over every image's columns (33x33 does not), NHWC as one GEMM."""
+    P = (H + 2 * pad - 1) // stride + 1
+    x = rng.standard_normal((N, C, H, H)).astype(np.float32)
+    w = rng.standard_normal((K, C, 1, 1)).astype(np.float32)
+    go = rng.standard_normal((N, K, P, P)).astype(np.float32)
+    args = ((stride, stride), (pad,) * 4, (1, 1), 1)
+    gx_ref, gw_ref, gb_ref = conv2d_backward_ref(go, x, w, *args)
+    gx_abs, gw_abs, _ = conv2d_backward_ref(go, x, w, *args, absolute=True)
+    gx = conv2d_backward_data(to_fmt(go, fmt), w, to_fmt(x, fmt).shape, stride, pad,
+                              data_format=fmt)
+    gw, gb = conv2d_backward_weight(to_fmt(go, fmt), to_fmt(x, fmt), w.shape, stride, pad,
+                                    data_format=fmt)
+    assert_within(from_fmt(gx, fmt), gx_ref, gx_abs, K, EPS[np.dtype(np.float32)])
+    assert_within(gw, gw_ref, gw_abs, N * P * P, EPS[np.dtype(np.float32)])
+    np.testing.assert_allclose(gb, gb_ref, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.filterwarnings("ignore:Using padding=.same.")
 def test_conv2d_matches_torch(rng, threads):
     torch = pytest.importorskip("torch")
