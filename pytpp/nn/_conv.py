@@ -679,9 +679,10 @@ def _pointwise_view(a, st, pads, fmt, P, Q):
 
 def _pointwise_backward_data(go, w, res, st, pads, fmt, cdt):
     """1x1: grad_x at the pixels the layer read is one GEMM, (N*P*Q, K) @ (K, C) for NHWC and
-    (C, K) @ (K, P*Q) per image for NCHW (w^T read in place: numpy's copy of a 2048 x 1024
-    transpose took 14 ms, the GEMM on the view 4.6); every other pixel's gradient is zero (res
-    arrives zeroed). At stride 1 without padding the GEMM writes res itself."""
+    (C, K) @ (K, P*Q) per image for NCHW (_nchw_product: small images as one GEMM; w^T read in
+    place: numpy's copy of a 2048 x 1024 transpose took 14 ms, the GEMM on the view 4.6); every
+    other pixel's gradient is zero (res arrives zeroed). At stride 1 without padding the GEMM
+    writes res itself."""
     from pytpp import matmul
     K, C = w.shape[:2]
     wk = np.asarray(w, dtype=cdt).reshape(K, C)
