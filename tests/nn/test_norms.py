@@ -367,3 +367,24 @@ def test_bfloat16_rows_match_float32_bit_for_bit(isa, threads, rng):
     gx = pytpp.nn.rms_norm_backward(g16.astype(np.float32), x32, r32, w)[0]
     np.testing.assert_array_equal(pytpp.nn.rms_norm_backward(g16, x16, r16, w)[0].view(np.uint16),
                                   gx.astype(BF16).view(np.uint16))
+
+
+@pytest.mark.parametrize("n", [1, 7, 15, 16, 17, 31, 33, 63, 64, 100])
+@pytest.mark.parametrize("affine", ["none", "weight", "bias", "both"])
+def test_bfloat16_rows_in_pairs_bit_for_bit(isa, rng, n, affine):
+    """bf16 rows in and out of 8 or more rows run in pairs of vectors with the weight and bias
+    copied into pair order (whole blocks only; the head and tail elements keep their own):
+    every width around the block size, each affine form, the same bits as the float32 call
+    rounded once, for layer_norm and rms_norm, with x read in place from a view whose rows start
+    at odd element offsets, and written into a non-contiguous out."""
+    m = 11
+    x16 = (rng.standard_normal((m, n + 1)) * 2 + 0.5).astype(BF16)[:, 1:]
+    x32 = x16.astype(np.float32)
+    w = rng.standard_normal(n).astype(np.float32) if affine in ("weight", "both") else None
+    b = rng.standard_normal(n).astype(np.float32) if affine in ("bias", "both") else None
+    for fn, args in ((pytpp.nn.layer_norm, (w, b)), (pytpp.nn.rms_norm, (w,))):
+        expect = fn(x32, n, *args).astype(BF16).view(np.uint16)
+        np.testing.assert_array_equal(fn(x16, n, *args).view(np.uint16), expect)
+        out = np.zeros((m, n + 3), BF16)[:, 3:]
+        fn(np.ascontiguousarray(x16), n, *args, out=out)
+        np.testing.assert_array_equal(out.view(np.uint16), expect)
