@@ -1,5 +1,5 @@
 """Normalisations, optimizer steps and embedding bags: layer_norm and rms_norm forward and backward
-on rows that fit the caches, batches that do not; batch_norm (train and eval, NCHW and NHWC) and
+on rows that fit the caches, batches that do not, one row (a decoding step: the cost of a call); batch_norm (train and eval, NCHW and NHWC) and
 group_norm on ResNet-50 activations (8, 256, 56, 56); SGD, AdamW and split-SGD steps on 16M
 parameters; embedding_bag forward and backward on DLRM-like tables (GB/s of bytes read +
 written, % of the measured copy bandwidth).
@@ -108,6 +108,7 @@ def run(h):
         _layer_norm(h, threads, (16384, 768), np.float32)
         _layer_norm(h, threads, (4096, 1024), np.float32)
         _layer_norm(h, threads, (4096, 1024), BF16)
+        _layer_norm(h, threads, (1, 4096), np.float32)   # one token: the call overhead
         _layer_norm_backward(h, threads, (16384, 768))
         _rms_norm(h, threads, (4096, 4096))
         _channel_norms(h, threads, (8, 256, 56, 56))
