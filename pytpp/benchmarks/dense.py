@@ -139,7 +139,8 @@ def run(h):
     shapes = [(1024, 768, 3072, "gelu", False),     # BERT-base FFN up, batch 8 x seq 128
               (1024, 3072, 768, None, True),        # FFN down + residual
               (512, 1024, 1024, "relu", False),     # an MLP layer 1024 wide
-              (8, 4096, 4096, None, False)]         # an LLM decoder step (M = 8)
+              (8, 4096, 4096, None, False),         # an LLM decoder step (M = 8)
+              (1, 4096, 4096, None, False)]         # one token: w read once (a GEMV)
     if h.quick:
         shapes = shapes[:1] + shapes[2:3]
     for threads in h.threads:

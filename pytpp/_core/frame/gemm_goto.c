@@ -269,6 +269,47 @@ static int run_nopack(const eng *e, const pytpp_mm_desc *d, const char *a, const
     return pytpp_brgemm(e->kt, NULL, &g, a, b, c, &bt, flops < PYTPP_MATMUL_PAR_MIN_FLOPS ? 1 : nthreads);
 }
 
+/* A few rows of A against a transposed B (x @ w.T, w in torch's layout): products of rows
+ * (kt->dot_nt), B read once in memory order and nothing packed. Packing would copy all of B
+ * first, then use each copied element only m times. */
+static int use_dot(const eng *e, const pytpp_mm_desc *d)
+{
+    return e->kt && e->kt->dot_nt && d->rsb == 1 && d->csa == 1 && d->m <= PYTPP_MM_DOT_MAX_M &&
+           d->k >= PYTPP_MM_DOT_MIN_K;
+}
+
+/* Threads split the rows of B (columns of C) in chunks whose k slice stays in L2 while the
+ * groups of A's rows after the first go over it; k slices past the chunk size accumulate. Each
+ * thread's columns get the epilogue once they hold their final sums. */
+static void run_dot(const eng *e, const pytpp_mm_desc *d, const char *a, const char *b, char *c,
+                    int nthreads, const pytpp_mm_epilogue *ep)
+{
+    const int64_t esz = (int64_t)e->in_esz, unit = PYTPP_MM_DOT_N_UNIT;
+    const int64_t kc = imax(64, imin(d->k, PYTPP_MM_DOT_CHUNK_BYTES / (unit * esz)) / 64 * 64);
+    const int64_t nc = imax(unit, PYTPP_MM_DOT_CHUNK_BYTES / (imin(kc, d->k) * esz) / unit * unit);
+    const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
+    const int64_t units = cdiv(d->n, unit);
+    int nt = flops < PYTPP_MATMUL_PAR_MIN_FLOPS ? 1 : nthreads;
+    if (nt > units) nt = (int)units;
+    if (nt < 1) nt = 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int64_t u0, ulen;
+        pytpp_thread_part(units, &u0, &ulen);
+        const int64_t j0 = u0 * unit, j1 = imin(d->n, (u0 + ulen) * unit);
+        for (int64_t jc = j0; jc < j1; jc += nc) {
+            const int64_t ncb = imin(nc, j1 - jc);
+            for (int64_t p = 0; p < d->k; p += kc)
+                e->kt->dot_nt(d->m, ncb, imin(kc, d->k - p), a + p * esz, d->rsa,
+                              b + (jc * d->csb + p) * esz, d->csb, c + jc * (int64_t)e->cesz,
+                              d->ldc, p > 0);
+        }
+        if (ep && j1 > j0)
+            epilogue_rows(ep, c + j0 * (int64_t)e->cesz, d->ldc, (int64_t)e->cesz, 0, d->m, j0,
+                          j1 - j0);
+    }
+}
+
 static void zero_c(const eng *e, const pytpp_mm_desc *d, char *c)
 {
     for (int64_t i = 0; i < d->m; ++i) memset(c + i * d->ldc * (int64_t)e->cesz, 0, (size_t)d->n * e->cesz);
@@ -366,6 +407,10 @@ static int matmul_one(const eng *e, const pytpp_mm_desc *d, const char *a, const
 {
     if (d->m <= 0 || d->n <= 0) return 0;
     int err = 0;
+    if (d->k > 0 && use_dot(e, d)) {
+        run_dot(e, d, a, b, c, nthreads, ep);
+        return 0;
+    }
     if (d->k <= 0 || use_nopack(e, d)) {
         /* small: the whole C is in the caches when the epilogue runs over it */
         if (d->k <= 0) zero_c(e, d, c);
@@ -389,7 +434,9 @@ size_t pytpp_matmul_workspace(const pytpp_mm_kernels *ks, const pytpp_mm_blockin
 {
     eng e;
     make_eng(&e, ks, bk, d->dtype);
-    if (d->m <= 0 || d->n <= 0 || d->k <= 0 || (!prepacked && use_nopack(&e, d))) return 0;
+    if (d->m <= 0 || d->n <= 0 || d->k <= 0 ||
+        (!prepacked && (use_nopack(&e, d) || use_dot(&e, d))))
+        return 0;
     int64_t tm, tn;
     size_t per;
     goto_plan(&e, d, prepacked, nthreads, &tm, &tn, &per);

@@ -45,6 +45,10 @@ typedef struct pytpp_gemm_kernels {
      * batch) as the block to prefetch during the last one: pass the next chunk's first block,
      * or the last block again. */
     pytpp_ukr_fn ukr_pf[PYTPP_NV_MAX][PYTPP_MR_MAX][2];
+    /* C (m x n) (+= with accumulate) A B^T: A (m x k) and B (n x k) rows with unit stride along
+     * k, every row of B read once per group of 4 rows of A (gemm_dot.inc): x @ w.T at small m */
+    void (*dot_nt)(int64_t m, int64_t n, int64_t k, const void *a, int64_t lda, const void *b,
+                   int64_t ldb, void *c, int64_t ldc, int accumulate);
 } pytpp_gemm_kernels;
 
 typedef struct pytpp_gemm_desc {

@@ -18,6 +18,15 @@
 /* Goto GEMM (frame/gemm_goto.c): 3 MFLOP, where 2 threads first beat 1 in paired runs of
  * square f32/f64 products on Zen 4 and Zen 3 (docs/matmul.md). */
 #define PYTPP_MATMUL_PAR_MIN_FLOPS ((double)(3 << 20))
+/* Products of rows (frame/gemm_goto.c run_dot): x @ w.T with at most this many rows of x and
+ * at least this long rows go without packing w; threads take the rows of w in units of 24 (a
+ * multiple of every register block's width: 8, 4, 3) and chunks of about half of L2. 16 rows:
+ * where packing started to win or tie, float32, one Zen 4 core (4096 -> 1024 at 24 rows: 3.46
+ * ms packed, 3.51 by rows; 4096 -> 4096 at 48 rows: 24.2 / 25.6). */
+#define PYTPP_MM_DOT_MAX_M 16
+#define PYTPP_MM_DOT_MIN_K 128
+#define PYTPP_MM_DOT_N_UNIT 24
+#define PYTPP_MM_DOT_CHUNK_BYTES ((int64_t)512 << 10)
 /* Small-GEMM stacks (frame/smallgemm.c): 256 kflop, the stack size where 2 threads first beat 1
  * for 5^3 and 8^3 f64 products. */
 #define PYTPP_SMM_PAR_MIN_FLOPS ((double)(1 << 18))

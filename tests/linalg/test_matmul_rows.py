@@ -1,0 +1,68 @@
+"""matmul and linear with a few rows against a transposed weight (x @ w.T, w in torch's
+(out_features, in_features) layout): the products-of-rows path (gemm_dot.inc), which reads w in
+place instead of packing it. Every row count up to the path's limit and just past it (groups of
+four rows and their remainders), widths around the register blocks (8, 4, 3 rows of w), k with a
+vector tail and k past one L2 chunk (partial sums accumulated), strided rows, both dtypes, every
+ISA level and thread count, and the fused epilogue of linear.
+
+Accuracy: each output is a k-term dot product in the operand dtype (lane partials summed at the
+end), within 2 k eps |x||w| of the float64 product, the bound of the other matmul tests."""
+import numpy as np
+import pytest
+
+import pytpp
+
+
+def check(c, a, b):
+    """c equals a @ b within 2 k eps |a||b| per element."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    tol = 2 * a.shape[-1] * np.finfo(c.dtype).eps * (np.abs(a64) @ np.abs(b64))
+    err = np.abs(c.astype(np.float64) - a64 @ b64)
+    assert np.all(err <= tol + np.finfo(np.float64).tiny), f"max error {err.max()}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 7, 8, 13, 16, 17])
+def test_rows_against_transposed_weight(isa, threads, rng, dtype, m):
+    for n, k in [(1, 128), (7, 129), (25, 300), (50, 1000), (97, 6001)]:
+        x = rng.standard_normal((m, k)).astype(dtype)
+        w = rng.standard_normal((n, k)).astype(dtype)
+        check(pytpp.matmul(x, w.T), x, w.T)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_strided_rows_and_out(isa, rng, dtype):
+    """x and w rows with padding between them (lda, ldb > k), out= with a row stride."""
+    m, n, k = 6, 40, 517
+    xb = rng.standard_normal((m, k + 9)).astype(dtype)
+    wb = rng.standard_normal((n, k + 5)).astype(dtype)
+    x, w = xb[:, 3:3 + k], wb[:, 2:2 + k]
+    out = np.full((m, n + 4), np.nan, dtype)
+    res = pytpp.matmul(x, w.T, out=out[:, 1:1 + n])
+    check(res, x, w.T)
+    assert np.isnan(out[:, 0]).all() and np.isnan(out[:, 1 + n:]).all()
+
+
+@pytest.mark.parametrize("m", [1, 3, 8])
+def test_linear_epilogue_on_rows(isa, threads, rng, m):
+    """bias, activation and residual after the row products, as on the packed path."""
+    n, k = 75, 640
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32) / np.sqrt(k)
+    b = rng.standard_normal(n).astype(np.float32)
+    r = rng.standard_normal((m, n)).astype(np.float32)
+    y = pytpp.nn.linear(x, w, b, activation="relu", residual=r)
+    ref = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + b, 0) + r
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=2e-5)
+
+
+def test_rows_and_packed_paths_meet(isa, rng):
+    """The same rows through the rows path (m = 16) and the packed path (m = 17, one row
+    more): both within the bound."""
+    n, k = 200, 1500
+    x = rng.standard_normal((17, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    by_rows = pytpp.matmul(x[:16], w.T)
+    packed = pytpp.matmul(x, w.T)[:16]
+    check(by_rows, x[:16], w.T)
+    check(packed, x[:16], w.T)
