@@ -1,6 +1,6 @@
 """matmul and linear with a few rows against a transposed weight (x @ w.T, w in torch's
-(out_features, in_features) layout): the products-of-rows path (gemm_dot.inc), which reads w in
-place instead of packing it. Every row count up to the path's limit and just past it (groups of
+(out_features, in_features) layout) or a large row-major one (x @ W): the products-of-rows paths
+(gemm_dot.inc), which read w in place instead of packing it. Every row count up to the path's limit and just past it (groups of
 four rows and their remainders), widths around the register blocks (8, 4, 3 rows of w), k with a
 vector tail and k past one L2 chunk (partial sums accumulated), strided rows, both dtypes, every
 ISA level and thread count, and the fused epilogue of linear.
@@ -66,3 +66,17 @@ def test_rows_and_packed_paths_meet(isa, rng):
     packed = pytpp.matmul(x, w.T)[:16]
     check(by_rows, x[:16], w.T)
     check(packed, x[:16], w.T)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 9])
+def test_rows_against_row_major_weight(isa, threads, rng, dtype, m):
+    """x @ W with W (k, n) too large for the no-packing path: slices of 8 rows of W (k % 8
+    tails), column blocks with a masked last vector (odd n), x as a transposed view (any
+    strides), and a W past the prefetching size (32 MiB)."""
+    for n, k in [(1025, 1031), (1999, 333), (4100, 2048)]:
+        if dtype == np.float64 and n == 4100:
+            k = 1030                        # 33.8 MB either way
+        x = rng.standard_normal((k, m)).astype(dtype).T
+        w = rng.standard_normal((k, n)).astype(dtype)
+        check(pytpp.matmul(x, w), x, w)

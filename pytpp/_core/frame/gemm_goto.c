@@ -278,6 +278,55 @@ static int use_dot(const eng *e, const pytpp_mm_desc *d)
            d->k >= PYTPP_MM_DOT_MIN_K;
 }
 
+/* A few rows of A against a large B with unit column stride (x @ W beyond the no-packing
+ * path's size): B read once per slice of its rows, in memory order (kt->dot_nn). */
+static int use_dot_nn(const eng *e, const pytpp_mm_desc *d)
+{
+    return e->kt && e->kt->dot_nn && d->csb == 1 && d->m <= PYTPP_MM_DOT_NN_MAX_M &&
+           !use_nopack(e, d);
+}
+
+/* Threads for the products of rows: one below the GEMM's parallel threshold, at most one per
+ * unit of columns. */
+static int dot_threads(const pytpp_mm_desc *d, int64_t units, int nthreads)
+{
+    const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
+    int nt = flops < PYTPP_MATMUL_PAR_MIN_FLOPS ? 1 : nthreads;
+    if (nt > units) nt = (int)units;
+    return nt < 1 ? 1 : nt;
+}
+
+/* The calling thread's columns [j0, j1) of n, split in units of `unit`. */
+static void dot_thread_cols(int64_t units, int64_t unit, int64_t n, int64_t *j0, int64_t *j1)
+{
+    int64_t u0, ulen;
+    pytpp_thread_part(units, &u0, &ulen);
+    *j0 = u0 * unit;
+    *j1 = imin(n, (u0 + ulen) * unit);
+}
+
+/* Threads split C's columns; each sweeps every slice of k over its own. */
+static void run_dot_nn(const eng *e, const pytpp_mm_desc *d, const char *a, const char *b,
+                       char *c, int nthreads, const pytpp_mm_epilogue *ep)
+{
+    const int64_t esz = (int64_t)e->in_esz, unit = 64;
+    const int stream = d->k * d->n * esz >= PYTPP_MM_DOT_NN_PREFETCH_BYTES;
+    const int64_t units = cdiv(d->n, unit);
+    const int nt = dot_threads(d, units, nthreads);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int64_t j0, j1;
+        dot_thread_cols(units, unit, d->n, &j0, &j1);
+        if (j1 > j0) {
+            e->kt->dot_nn(d->m, j1 - j0, d->k, a, d->rsa, d->csa, b + j0 * esz, d->rsb,
+                          c + j0 * (int64_t)e->cesz, d->ldc, stream ? PYTPP_DOT_PREFETCH : 0);
+            if (ep)
+                epilogue_rows(ep, c + j0 * (int64_t)e->cesz, d->ldc, (int64_t)e->cesz, 0, d->m,
+                              j0, j1 - j0);
+        }
+    }
+}
+
 /* Threads split the rows of B (columns of C) in chunks whose k slice stays in L2 while the
  * groups of A's rows after the first go over it; k slices past the chunk size accumulate. Each
  * thread's columns get the epilogue once they hold their final sums. */
@@ -287,22 +336,18 @@ static void run_dot(const eng *e, const pytpp_mm_desc *d, const char *a, const c
     const int64_t esz = (int64_t)e->in_esz, unit = PYTPP_MM_DOT_N_UNIT;
     const int64_t kc = imax(64, imin(d->k, PYTPP_MM_DOT_CHUNK_BYTES / (unit * esz)) / 64 * 64);
     const int64_t nc = imax(unit, PYTPP_MM_DOT_CHUNK_BYTES / (imin(kc, d->k) * esz) / unit * unit);
-    const double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
     const int64_t units = cdiv(d->n, unit);
-    int nt = flops < PYTPP_MATMUL_PAR_MIN_FLOPS ? 1 : nthreads;
-    if (nt > units) nt = (int)units;
-    if (nt < 1) nt = 1;
+    const int nt = dot_threads(d, units, nthreads);
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int64_t u0, ulen;
-        pytpp_thread_part(units, &u0, &ulen);
-        const int64_t j0 = u0 * unit, j1 = imin(d->n, (u0 + ulen) * unit);
+        int64_t j0, j1;
+        dot_thread_cols(units, unit, d->n, &j0, &j1);
         for (int64_t jc = j0; jc < j1; jc += nc) {
             const int64_t ncb = imin(nc, j1 - jc);
             for (int64_t p = 0; p < d->k; p += kc)
                 e->kt->dot_nt(d->m, ncb, imin(kc, d->k - p), a + p * esz, d->rsa,
                               b + (jc * d->csb + p) * esz, d->csb, c + jc * (int64_t)e->cesz,
-                              d->ldc, p > 0);
+                              d->ldc, p > 0 ? PYTPP_DOT_ACCUMULATE : 0);
         }
         if (ep && j1 > j0)
             epilogue_rows(ep, c + j0 * (int64_t)e->cesz, d->ldc, (int64_t)e->cesz, 0, d->m, j0,
@@ -411,6 +456,10 @@ static int matmul_one(const eng *e, const pytpp_mm_desc *d, const char *a, const
         run_dot(e, d, a, b, c, nthreads, ep);
         return 0;
     }
+    if (d->k > 0 && use_dot_nn(e, d)) {
+        run_dot_nn(e, d, a, b, c, nthreads, ep);
+        return 0;
+    }
     if (d->k <= 0 || use_nopack(e, d)) {
         /* small: the whole C is in the caches when the epilogue runs over it */
         if (d->k <= 0) zero_c(e, d, c);
@@ -435,7 +484,7 @@ size_t pytpp_matmul_workspace(const pytpp_mm_kernels *ks, const pytpp_mm_blockin
     eng e;
     make_eng(&e, ks, bk, d->dtype);
     if (d->m <= 0 || d->n <= 0 || d->k <= 0 ||
-        (!prepacked && (use_nopack(&e, d) || use_dot(&e, d))))
+        (!prepacked && (use_nopack(&e, d) || use_dot(&e, d) || use_dot_nn(&e, d))))
         return 0;
     int64_t tm, tn;
     size_t per;

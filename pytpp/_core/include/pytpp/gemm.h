@@ -33,6 +33,9 @@ typedef void (*pytpp_ukr_fn)(int64_t k, int64_t nb,
                              void *c, int64_t ldc, double alpha, double beta,
                              int64_t n_last);
 
+/* C += the product instead of C = it; B streams from memory (software prefetch into L2). */
+enum pytpp_dot_flags { PYTPP_DOT_ACCUMULATE = 1, PYTPP_DOT_PREFETCH = 2 };
+
 typedef struct pytpp_gemm_kernels {
     const char *name;                 /* e.g. "avx512" */
     pytpp_table_info info;
@@ -45,10 +48,14 @@ typedef struct pytpp_gemm_kernels {
      * batch) as the block to prefetch during the last one: pass the next chunk's first block,
      * or the last block again. */
     pytpp_ukr_fn ukr_pf[PYTPP_NV_MAX][PYTPP_MR_MAX][2];
-    /* C (m x n) (+= with accumulate) A B^T: A (m x k) and B (n x k) rows with unit stride along
-     * k, every row of B read once per group of 4 rows of A (gemm_dot.inc): x @ w.T at small m */
+    /* Few rows of A (gemm_dot.inc), flags PYTPP_DOT_*. dot_nt: C (m x n) (+)= A B^T, A (m x k)
+     * and B (n x k) rows with unit stride along k, every row of B read once per group of 4 rows
+     * of A (x @ w.T at small m). dot_nn: the same for B (k x n) with unit column stride (x @ W)
+     * and A of any strides, k in slices of 8 rows of B with C accumulating in cache. */
     void (*dot_nt)(int64_t m, int64_t n, int64_t k, const void *a, int64_t lda, const void *b,
-                   int64_t ldb, void *c, int64_t ldc, int accumulate);
+                   int64_t ldb, void *c, int64_t ldc, int flags);
+    void (*dot_nn)(int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa, int64_t csa,
+                   const void *b, int64_t ldb, void *c, int64_t ldc, int flags);
 } pytpp_gemm_kernels;
 
 typedef struct pytpp_gemm_desc {

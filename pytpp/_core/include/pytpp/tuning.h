@@ -27,6 +27,14 @@
 #define PYTPP_MM_DOT_MIN_K 128
 #define PYTPP_MM_DOT_N_UNIT 24
 #define PYTPP_MM_DOT_CHUNK_BYTES ((int64_t)512 << 10)
+/* x @ W (B with unit column stride) by slices of W's rows up to 8 rows of x (float32, one Zen 4
+ * core, in-process medians: 1 row ties numpy, 4 rows 1.4-2.1x it, 8 rows 1.15-1.3x; at 12 and
+ * 16 rows, a group of 8 and one of 4-8 moving C through the caches twice per slice, numpy won
+ * or tied); W from this size on (the L3 of these machines) is prefetched two slices ahead
+ * (4096 x 4096: 1 row 2.9 -> 2.4-2.6 ms, 4 rows 3.4 -> 2.6; a 16 MiB W that L3 held lost a
+ * third at one row). */
+#define PYTPP_MM_DOT_NN_MAX_M 8
+#define PYTPP_MM_DOT_NN_PREFETCH_BYTES ((int64_t)32 << 20)
 /* Small-GEMM stacks (frame/smallgemm.c): 256 kflop, the stack size where 2 threads first beat 1
  * for 5^3 and 8^3 f64 products. */
 #define PYTPP_SMM_PAR_MIN_FLOPS ((double)(1 << 18))
