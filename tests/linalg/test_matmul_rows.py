@@ -80,3 +80,19 @@ def test_rows_against_row_major_weight(isa, threads, rng, dtype, m):
         x = rng.standard_normal((k, m)).astype(dtype).T
         w = rng.standard_normal((k, n)).astype(dtype)
         check(pytpp.matmul(x, w), x, w)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matrix_times_vector_by_rows(isa, threads, rng, dtype):
+    """W @ v runs as v^T W^T by rows of W (either layout of W): 1-D and (k, 1) vectors, W and
+    its transpose, strided rows, and an out= column with a row stride (the packed path)."""
+    for m, k in [(2, 128), (300, 1031), (2049, 600)]:
+        w = rng.standard_normal((m, k + 3)).astype(dtype)[:, 2:2 + k]
+        v = rng.standard_normal(k).astype(dtype)
+        check(pytpp.matmul(w, v)[:, None], w, v[:, None])
+        check(pytpp.matmul(w, v[:, None]), w, v[:, None])
+        wt = np.ascontiguousarray(w.T).T                  # unit row stride
+        check(pytpp.matmul(wt, v)[:, None], wt, v[:, None])
+        out = np.full((m, 3), np.nan, dtype)
+        check(pytpp.matmul(w, v[:, None], out=out[:, 1:2]), w, v[:, None])
+        assert np.isnan(out[:, 0]).all() and np.isnan(out[:, 2]).all()

@@ -460,6 +460,14 @@ static int matmul_one(const eng *e, const pytpp_mm_desc *d, const char *a, const
         run_dot_nn(e, d, a, b, c, nthreads, ep);
         return 0;
     }
+    /* a matrix times one column (W @ v): the transposed product v^T W^T by rows of W */
+    const pytpp_mm_desc t = {.m = 1, .n = d->m, .k = d->k, .rsa = d->csb, .csa = d->rsb,
+                             .rsb = d->csa, .csb = d->rsa, .ldc = 1, .dtype = d->dtype};
+    if (d->k > 0 && d->n == 1 && d->ldc == 1 && !ep && (use_dot(e, &t) || use_dot_nn(e, &t))) {
+        if (use_dot(e, &t)) run_dot(e, &t, b, a, c, nthreads, NULL);
+        else run_dot_nn(e, &t, b, a, c, nthreads, NULL);
+        return 0;
+    }
     if (d->k <= 0 || use_nopack(e, d)) {
         /* small: the whole C is in the caches when the epilogue runs over it */
         if (d->k <= 0) zero_c(e, d, c);
