@@ -1,5 +1,6 @@
 """matmul: square sizes (call overhead at 1..64, Goto path from 256), DL shapes, pre-packed weights,
-fp64 / fp32 / bf16, against numpy (OpenBLAS) and torch in the same run."""
+a few rows or one column against a large matrix (products of rows), fp64 / fp32 / bf16, against
+numpy (OpenBLAS) and torch in the same run."""
 import numpy as np
 
 import pytpp
@@ -13,6 +14,8 @@ except ImportError:  # pragma: no cover
 SQUARE = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 SQUARE_QUICK = (2, 8, 32, 64, 256, 1024, 2048)
 DL = ((512, 1024, 1024), (2048, 4096, 1024), (128, 4096, 4096))  # (m, n, k)
+# a few rows or one column against a 64 MiB (fp32) matrix: B read once by rows, nothing packed
+FEW_ROWS = ((1, 4096, 4096), (8, 4096, 4096), (4096, 1, 4096))
 
 
 def _case(h, dtype, m, n, k, threads, packed=False):
@@ -70,3 +73,6 @@ def run(h):
                 _case(h, dtype, s, s, s, threads)
             for m, n, k in DL:
                 _case(h, dtype, m, n, k, threads, packed=True)
+            for m, n, k in FEW_ROWS:
+                if dtype != BF16:
+                    _case(h, dtype, m, n, k, threads)
