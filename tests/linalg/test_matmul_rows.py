@@ -1,9 +1,10 @@
 """matmul and linear with a few rows against a transposed weight (x @ w.T, w in torch's
 (out_features, in_features) layout) or a large row-major one (x @ W): the products-of-rows paths
-(gemm_dot.inc), which read w in place instead of packing it. Every row count up to the path's limit and just past it (groups of
-four rows and their remainders), widths around the register blocks (8, 4, 3 rows of w), k with a
-vector tail and k past one L2 chunk (partial sums accumulated), strided rows, both dtypes, every
-ISA level and thread count, and the fused epilogue of linear.
+(gemm_dot.inc), which read w in place instead of packing it. Every row count up to the path's
+limit and just past it (groups of four rows and their remainders), widths around the register
+blocks (8, 4, 3 rows of w), k with a vector tail and k past one L2 chunk (partial sums
+accumulated), strided rows, both dtypes, every ISA level and thread count, and the fused
+epilogue of linear.
 
 Accuracy: each output is a k-term dot product in the operand dtype (lane partials summed at the
 end), within 2 k eps |x||w| of the float64 product, the bound of the other matmul tests."""
