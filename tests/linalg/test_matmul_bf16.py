@@ -178,3 +178,19 @@ def test_bf16_all_loops_with_tiny_blocks(bf16_kernel, threads, rng):
     zero = np.zeros(1, np.int64)
     _cm.gemm_prepacked(au, packed, n, c, zero, zero, blk, _cm.DT_BF16, level, kern)
     np.testing.assert_array_equal(c, ref)
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 37, 301), (5, 100, 64), (13, 17, 1001), (40, 290, 700)])
+def test_transposed_weight_packs_bit_for_bit(bf16_kernel, rng, m, n, k):
+    """x @ w.T with w (n, k) in torch's layout: the transposed B is packed by reading each row of
+    w front to back (partial panels, odd k padded); the same bits as the contiguous B, on every
+    bf16 kernel, and a PackedMatrix of w.T likewise."""
+    x, w = rand(rng, (m, k)), rand(rng, (n, k))
+    expect = pytpp.matmul(x, np.ascontiguousarray(w.T))
+    got = pytpp.matmul(x, w.T)
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint16),
+                                  np.asarray(expect).view(np.uint16))
+    packed = pytpp.matmul(x, pytpp.linalg.pack(w.T))
+    np.testing.assert_array_equal(np.asarray(packed).view(np.uint16),
+                                  np.asarray(expect).view(np.uint16))
+    check(np.asarray(got, np.float32), x, w.T)

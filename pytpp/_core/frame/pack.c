@@ -197,6 +197,19 @@ static void pack_b_bf16(const uint16_t *b, int64_t rsb, int64_t csb, int64_t kcb
         b += nfull * NR;
         ncb -= nfull * NR;
     }
+    if (rsb == 1 && csb != 1) { /* B^T contiguous (x @ w.T): each row of w front to back */
+        for (int64_t q = 0; q < ncb; q += NR, dst += NR * kcp) {
+            const int64_t nrr = imin(NR, ncb - q);
+            for (int64_t j = 0; j < NR; ++j) {
+                const uint16_t *s = b + (q + j) * csb;
+                for (int64_t p = 0; p < kcp; p += 2) {
+                    dst[p * NR + 2 * j] = j < nrr ? s[p] : 0;
+                    dst[p * NR + 2 * j + 1] = j < nrr && p + 1 < kcb ? s[p + 1] : 0;
+                }
+            }
+        }
+        return;
+    }
     for (int64_t q = 0; q < ncb; q += NR, dst += NR * kcp) {
         const int64_t nrr = imin(NR, ncb - q);
         const uint16_t *src = b + q * csb;
@@ -284,6 +297,18 @@ static void pack_a_bf16w(const uint16_t *a, int64_t rsa, int64_t csa, int64_t mc
                      int64_t NR, OUT_T *dst)                                                   \
     {                                                                                          \
         const int64_t kcp = rup(kcb, 2), npan = cdiv(ncb, NR);                                 \
+        if (rsb == 1 && csb != 1) { /* B^T contiguous (x @ w.T): each row of w front to back */ \
+            for (int64_t t = 0; t < npan; ++t) {                                               \
+                const int64_t nrr = imin(NR, ncb - t * NR);                                    \
+                OUT_T *o = dst + t * NR * kcp;                                                 \
+                for (int64_t j = 0; j < NR; ++j) {                                             \
+                    const uint16_t *s = b + (t * NR + j) * csb;                                \
+                    for (int64_t p = 0; p < kcp; ++p)                                          \
+                        o[p * NR + j] = j < nrr && (p ^ 1) < kcb ? CONV(s[p ^ 1]) : 0;         \
+                }                                                                              \
+            }                                                                                  \
+            return;                                                                            \
+        }                                                                                      \
         for (int64_t p = 0; p < kcp; ++p) {                                                    \
             const int64_t src_p = p ^ 1;                                                       \
             OUT_T *d = dst + p * NR;                                                           \
