@@ -123,6 +123,18 @@ static void pack_b(const eng *e, const char *b, int64_t rsb, int64_t csb, int64_
         }
         return;
     }
+    if (e->widen && e->kp->pack_bt && rsb == 1 && csb != 1) {
+        /* the same for bf16: the widened table's packer transposes pairs in register tiles */
+        const int64_t NR = e->nr, kcp = rup(kcb, 2);
+        for (int64_t q = 0; q < ncb; q += NR) {
+            const int64_t nrr = imin(NR, ncb - q);
+            float *d = (float *)dst + q * kcp;
+            e->kp->pack_bt(b + q * csb * (int64_t)e->in_esz, csb, kcb, nrr, d, NR);
+            for (int64_t p = 0; nrr < NR && p < kcp; ++p)
+                memset(d + p * NR + nrr, 0, (size_t)(NR - nrr) * sizeof(float));
+        }
+        return;
+    }
     pytpp_pack_b(e->dtype, e->widen, b, rsb, csb, kcb, ncb, e->nr, dst);
 }
 
@@ -355,6 +367,44 @@ static void run_dot(const eng *e, const pytpp_mm_desc *d, const char *a, const c
     }
 }
 
+/* bf16 on the widened kernels, a few rows of x against w in torch's layout (x @ w.T): the
+ * table's products of rows (kp->dot_bt) against x widened once, threads over w's rows in units
+ * of 64 (the kernel's block). Every output is the packed GEMM's chain of FMAs in the same order
+ * under the same DAZ+FTZ, so the same bits; w is read once and nothing its size is written. */
+static int use_dot_bf16(const eng *e, const pytpp_mm_desc *d)
+{
+    return e->widen && e->kp->dot_bt && d->rsb == 1 && d->m <= PYTPP_MM_DOT_BF16_MAX_M &&
+           d->k >= PYTPP_MM_DOT_MIN_K;
+}
+
+static int run_dot_bf16(const eng *e, const pytpp_mm_desc *d, const char *a, const char *b,
+                        char *c, int nthreads, const pytpp_mm_epilogue *ep)
+{
+    /* rows of x 64 bytes longer than k: not a multiple of 4 KiB apart */
+    const int64_t ldx = rup(d->k, 2) + 16, unit = 64;
+    float *xw = malloc((size_t)(d->m * ldx) * sizeof(float));
+    if (!xw) return -1;
+    pytpp_pack_rows_bf16w((const uint16_t *)a, d->rsa, d->csa, d->m, d->k, xw, ldx);
+    const int64_t units = cdiv(d->n, unit);
+    const int nt = dot_threads(d, units, nthreads);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int64_t j0, j1;
+        dot_thread_cols(units, unit, d->n, &j0, &j1);
+        if (j1 > j0) {
+            const unsigned fp_mode = pytpp_ftz_enter();
+            float *cj = (float *)(c + j0 * (int64_t)e->cesz);
+            e->kp->dot_bt(d->m, j1 - j0, d->k, xw, ldx, b + j0 * d->csb * (int64_t)e->in_esz,
+                          d->csb, cj, d->ldc, 0);
+            if (ep)
+                epilogue_rows(ep, (char *)cj, d->ldc, (int64_t)e->cesz, 0, d->m, j0, j1 - j0);
+            pytpp_ftz_leave(fp_mode);
+        }
+    }
+    free(xw);
+    return 0;
+}
+
 static void zero_c(const eng *e, const pytpp_mm_desc *d, char *c)
 {
     for (int64_t i = 0; i < d->m; ++i) memset(c + i * d->ldc * (int64_t)e->cesz, 0, (size_t)d->n * e->cesz);
@@ -460,6 +510,7 @@ static int matmul_one(const eng *e, const pytpp_mm_desc *d, const char *a, const
         run_dot_nn(e, d, a, b, c, nthreads, ep);
         return 0;
     }
+    if (d->k > 0 && use_dot_bf16(e, d)) return run_dot_bf16(e, d, a, b, c, nthreads, ep);
     /* a matrix times one column (W @ v): the transposed product v^T W^T by rows of W */
     const pytpp_mm_desc t = {.m = 1, .n = d->m, .k = d->k, .rsa = d->csb, .csa = d->rsb,
                              .rsb = d->csa, .csb = d->rsa, .ldc = 1, .dtype = d->dtype};
@@ -492,7 +543,8 @@ size_t pytpp_matmul_workspace(const pytpp_mm_kernels *ks, const pytpp_mm_blockin
     eng e;
     make_eng(&e, ks, bk, d->dtype);
     if (d->m <= 0 || d->n <= 0 || d->k <= 0 ||
-        (!prepacked && (use_nopack(&e, d) || use_dot(&e, d) || use_dot_nn(&e, d))))
+        (!prepacked && (use_nopack(&e, d) || use_dot(&e, d) || use_dot_nn(&e, d) ||
+                         use_dot_bf16(&e, d))))
         return 0;
     int64_t tm, tn;
     size_t per;

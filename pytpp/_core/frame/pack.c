@@ -345,6 +345,17 @@ void pytpp_pack_widen(const uint16_t *src, int64_t count, float *dst)
     for (int64_t i = 0; i < count; ++i) dst[i] = BF16_WIDEN(src[i]);
 }
 
+void pytpp_pack_rows_bf16w(const uint16_t *a, int64_t rsa, int64_t csa, int64_t rows, int64_t k,
+                           float *dst, int64_t ld)
+{
+    for (int64_t i = 0; i < rows; ++i) {
+        const uint16_t *row = a + i * rsa;
+        float *d = dst + i * ld;
+        for (int64_t p = 0; p < k; ++p) d[p ^ 1] = BF16_WIDEN(row[p * csa]);
+        if (k & 1) d[k - 1] = 0.0f;
+    }
+}
+
 void pytpp_pack_a(int dtype, int widen, const void *a, int64_t rsa, int64_t csa, int64_t mcb,
                   int64_t kcb, int64_t mr, void *dst)
 {

@@ -55,6 +55,16 @@ typedef struct pytpp_pk_kernels {
     int nopack_l2_x8;              /* no packing while A + B take at most this many eighths of L2
                                     * (0: the Zen 4 default, all of L2) */
     int nc_max_kib;                /* the B block at most this many KiB (0: no cap) */
+    /* Widened bf16 only (else NULL), for B^T = w in torch's layout (n rows of k, row stride
+     * ldb). pack_bt: dst[p * ldd + j] = B[p ^ 1][j] widened, p < kcb rounded up to even (zero
+     * past an odd kcb), j < ncb: a panel of this table's layout for ldd = NR. dot_bt: products
+     * of rows, C (m x n, row stride ldc) (+)= X B for X (m x k) widened as the A panels are
+     * (fp32 rows of ldx, pairs odd first, k padded to even), the packed kernels' bits under
+     * DAZ+FTZ; flags PYTPP_DOT_ACCUMULATE. */
+    void (*pack_bt)(const void *bt, int64_t ldb, int64_t kcb, int64_t ncb, void *dst,
+                    int64_t ldd);
+    void (*dot_bt)(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx, const void *bt,
+                   int64_t ldb, float *c, int64_t ldc, int flags);
 } pytpp_pk_kernels;
 
 /* Widened bf16 (AVX2): fp32 kernels on bf16 operands widened (exactly) while packing, k padded to

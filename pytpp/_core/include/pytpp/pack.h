@@ -15,5 +15,9 @@ void pytpp_pack_b_bf16_kept(const uint16_t *b, int64_t rsb, int64_t csb, int64_t
                             int64_t nr, uint16_t *dst);
 /* count bf16 values of such a block widened to fp32 (exact). */
 void pytpp_pack_widen(const uint16_t *src, int64_t count, float *dst);
+/* bf16 rows (element (i, p) at a[i*rsa + p*csa]) as fp32 rows of ld values, each k pair odd
+ * element first (value p at p ^ 1), k zero-padded to even: the widened kernels' A side. */
+void pytpp_pack_rows_bf16w(const uint16_t *a, int64_t rsa, int64_t csa, int64_t rows, int64_t k,
+                           float *dst, int64_t ld);
 
 #endif

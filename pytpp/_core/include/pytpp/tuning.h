@@ -35,6 +35,10 @@
  * third at one row). */
 #define PYTPP_MM_DOT_NN_MAX_M 8
 #define PYTPP_MM_DOT_NN_PREFETCH_BYTES ((int64_t)32 << 20)
+/* bf16 x @ w.T on the widened kernels by rows (run_dot_bf16) up to this many rows of x: where
+ * the packed GEMM started to tie (4096 x 4096 w, one Zen 4 core, AVX2: 12 rows 8.4 ms by rows,
+ * 8.8 packed; 16 rows 10.7 / 10.4). */
+#define PYTPP_MM_DOT_BF16_MAX_M 12
 /* Small-GEMM stacks (frame/smallgemm.c): 256 kflop, the stack size where 2 threads first beat 1
  * for 5^3 and 8^3 f64 products. */
 #define PYTPP_SMM_PAR_MIN_FLOPS ((double)(1 << 18))

@@ -11,5 +11,10 @@
 #define PK_FTZ 1
 #define PK_BF16_WIDENED 1
 #define PK_TABLE_SUFFIX _bf16w
+#include "pytpp/kernel_common.h"
+#include "pytpp/gemm.h"
+#include "pytpp/bf16w_rows_avx2.h"
+#define PK_PACK_BT tpp_bf16w_pack_bt_avx2
+#define PK_DOT_BT tpp_bf16w_dot_bt_avx2
 #include "pytpp/gemm_avx2_blocks.h"
 #include "pytpp/gemm_packed.inc"
