@@ -1,7 +1,8 @@
-"""bfloat16 x @ w.T with a few rows of x (w in torch's (out_features, in_features) layout): the
-products-of-rows path of the widened kernels (kp->dot_bt, AVX2), which reads w in place in
-tiles of 8 rows x 8 k pairs instead of packing all of it, and the transposed-B packer (pack_bt)
-the packed path uses past it.
+"""bfloat16 products with a few rows of x on the widened kernels (AVX2): x @ w.T with w in
+torch's (out_features, in_features) layout (kp->dot_bt, reading w in place in tiles of 8 rows x
+8 k pairs instead of packing all of it), x @ W and x @ PackedMatrix / PackedLinear (kp->dot_bn,
+16 columns of a row widened at a time), and the transposed-B packer (pack_bt) the packed path
+uses past the row limit.
 
 Contract: the same bits as every other bf16 kernel (vdpbf16ps semantics: per output, odd
 product then even product of each k pair, in k order, each rounded, denormals flushed), so the
@@ -143,3 +144,58 @@ def test_packed_path_past_the_rows_limit(rng):
         expect = pytpp.matmul(x, np.ascontiguousarray(w.T))
         np.testing.assert_array_equal(bits(pytpp.matmul(x, w.T)), bits(expect))
         np.testing.assert_array_equal(bits(expect), bits(chain_reference(x, w)))
+
+
+def chain_reference_nn(x, b):
+    return chain_reference(x, np.ascontiguousarray(b.T))
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 12, 13])
+def test_rows_against_row_major_weight(rng, m):
+    """x @ W with W (k, n) as given: widths around the 16-column groups and 64-column blocks
+    (the last group read through a buffer), k around the 8-row slices and odd: the same bits
+    on every kernel and as the numpy chain."""
+    for n, k in [(1, 128), (17, 129), (64, 136), (100, 255), (131, 301)]:
+        x, b = rand(rng, (m, k)), rand(rng, (k, n))
+        ref = chain_reference_nn(x, b)
+        for name in KERNELS:
+            got = with_kernel(name, lambda: pytpp.matmul(x, b))
+            np.testing.assert_array_equal(bits(got), bits(ref), err_msg=f"{name} n={n} k={k}")
+
+
+def test_rows_against_strided_row_major_weight(isa, threads, rng):
+    """W with padding between its rows (and NaN in the row after its last, which an odd k must
+    not read), x strided, out= with a row stride; the rows alone and inside a batch of 30
+    agree."""
+    m, n, k = 30, 70, 517
+    xb, bb = rand(rng, (m, k + 9)), rand(rng, (k + 1, n + 6))
+    bb[k] = np.nan
+    x, b = xb[:, 3:3 + k], bb[:k, 1:1 + n]
+    batch = pytpp.matmul(x, b)
+    np.testing.assert_array_equal(bits(batch), bits(chain_reference_nn(x, b)))
+    for rows in (1, 3, 12):
+        out = np.full((rows, n + 4), np.nan, np.float32)
+        res = pytpp.matmul(x[:rows], b, out=out[:, 1:1 + n])
+        np.testing.assert_array_equal(bits(res), bits(batch[:rows]))
+        assert np.isnan(out[:, 0]).all() and np.isnan(out[:, 1 + n:]).all()
+
+
+@pytest.mark.parametrize("m", [1, 4, 12])
+def test_rows_against_packed_weight(isa, rng, m):
+    """A PackedMatrix and PackedLinear at a few rows: the products of rows run over the bf16
+    panels block by block (k past one block, odd k, a partial last panel), the same bits as the
+    rows inside a batch (packed GEMM) and as the unpacked product."""
+    n, k = 75, 1500
+    x, w = rand(rng, (20, k)), rand(rng, (n, k))
+    pb = pytpp.linalg.pack(np.ascontiguousarray(w.T))
+    batch = pytpp.matmul(x, pb)
+    np.testing.assert_array_equal(bits(batch), bits(pytpp.matmul(x, w.T)))
+    np.testing.assert_array_equal(bits(pytpp.matmul(x[:m], pb)), bits(batch[:m]))
+    b = rand(rng, (n,))
+    layer = pytpp.nn.PackedLinear(w, b)
+    full = layer(x, activation="relu")
+    np.testing.assert_array_equal(bits(layer(x[:m], activation="relu")), bits(full[:m]))
+    np.testing.assert_array_equal(bits(full), bits(pytpp.nn.linear(x, w, b, activation="relu")))
+    xo, wo = rand(rng, (m, 301)), rand(rng, (n, 301))
+    np.testing.assert_array_equal(bits(pytpp.matmul(xo, pytpp.linalg.pack(wo.T))),
+                                  bits(chain_reference(xo, wo)))

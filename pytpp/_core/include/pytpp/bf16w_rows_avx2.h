@@ -3,7 +3,9 @@
  *
  *   pack_bt  rows of w into the widened panel layout (fp32 rows of k, each pair odd first);
  *   dot_bt   products of rows, C (+)= X W^T for a few rows of X (already widened): w is read
- *            once, a block of its rows at a time through a panel that L1 holds.
+ *            once, a block of its rows at a time through a panel that L1 holds;
+ *   dot_bn   the same for B with unit column stride (W as given, x @ W, or a PackedMatrix's
+ *            bf16 panels): no transpose, 16 values of a row widened by two unpacks.
  *
  * Both move 8 rows x 8 k pairs of w at a time: a bf16 pair is one 32-bit word, so the tile is
  * an 8 x 8 transpose of 32-bit lanes (rows i and i + 4 loaded into the halves of one register,
@@ -270,3 +272,125 @@ void tpp_bf16w_dot_bt_avx2(int64_t m, int64_t n, int64_t k, const float *x, int6
     }
 }
 #undef BF16W_PANEL_ROWS
+
+/* ---- dot_bn ------------------------------------------------------------------------------- */
+
+/* fp32 of 16 bf16 values: columns 0-3, 8-11 (lo) and 4-7, 12-15 (hi), by 16-bit unpacks with
+ * zero (a bf16 value is the high half of its fp32) */
+static inline __attribute__((always_inline)) void bf16w_widen16(const uint16_t *p, __m256 *lo,
+                                                                __m256 *hi)
+{
+    const __m256i v = _mm256_loadu_si256((const __m256i *)p), z = _mm256_setzero_si256();
+    *lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, v));
+    *hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, v));
+}
+
+/* 16 columns of C <-> the (lo, hi) order of bf16w_widen16; `cols` < 16 go through a buffer */
+static inline __attribute__((always_inline)) void bf16w_load16(const float *c, int64_t cols,
+                                                               __m256 *lo, __m256 *hi)
+{
+    float t[16] = {0};
+    if (cols < 16) memcpy(t, c, (size_t)cols * sizeof(float));
+    const float *s = cols < 16 ? t : c;
+    const __m256 a = _mm256_loadu_ps(s), b = _mm256_loadu_ps(s + 8);
+    *lo = _mm256_permute2f128_ps(a, b, 0x20);
+    *hi = _mm256_permute2f128_ps(a, b, 0x31);
+}
+static inline __attribute__((always_inline)) void bf16w_store16(float *c, int64_t cols, __m256 lo,
+                                                                __m256 hi)
+{
+    float t[16];
+    float *d = cols < 16 ? t : c;
+    _mm256_storeu_ps(d, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(d + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    if (cols < 16) memcpy(c, t, (size_t)cols * sizeof(float));
+}
+
+/* C[r][16g ...] (+)= rows r < R of x (widened) times groups g < G of 16 columns of B over the k
+ * steps p < kp of the widened order: step p takes B's row p ^ swap (rows >= krows are zero),
+ * row i of group g at b + i * ldrow + g * ldgroup. `last` valid columns in group G - 1 (fewer
+ * than 16: its rows are copied to a buffer, a raw W may end there). */
+static inline __attribute__((always_inline)) void
+bf16w_bn_block(const int R, const int G, int64_t kp, int64_t krows, int swap, const float *x,
+               int64_t ldx, const uint16_t *b, int64_t ldrow, int64_t ldgroup, float *c,
+               int64_t ldc, int accumulate, int64_t last)
+{
+    __m256 acc[4][4][2];
+    PYTPP_UNROLL for (int r = 0; r < R; ++r)
+        PYTPP_UNROLL for (int g = 0; g < G; ++g) {
+            if (accumulate)
+                bf16w_load16(c + r * ldc + 16 * g, g == G - 1 ? last : 16, &acc[r][g][0],
+                             &acc[r][g][1]);
+            else
+                acc[r][g][0] = acc[r][g][1] = _mm256_setzero_ps();
+        }
+    for (int64_t p = 0; p < kp; ++p) {
+        const int64_t row = p ^ swap;
+        PYTPP_UNROLL for (int g = 0; g < G; ++g) {
+            __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+            const uint16_t *src = b + row * ldrow + g * ldgroup;
+            if (row < krows) {
+                if (g == G - 1 && last < 16) {
+                    uint16_t t[16] = {0};
+                    memcpy(t, src, (size_t)last * 2);
+                    bf16w_widen16(t, &lo, &hi);
+                } else {
+                    bf16w_widen16(src, &lo, &hi);
+                }
+            }
+            PYTPP_UNROLL for (int r = 0; r < R; ++r) {
+                const float *xp = x + r * ldx + p;
+                const __m256 xv = R <= 2 ? _mm256_broadcast_ss(xp) : bf16w_bcast(xp);
+                acc[r][g][0] = _mm256_fmadd_ps(xv, lo, acc[r][g][0]);
+                acc[r][g][1] = _mm256_fmadd_ps(xv, hi, acc[r][g][1]);
+            }
+        }
+    }
+    PYTPP_UNROLL for (int r = 0; r < R; ++r)
+        PYTPP_UNROLL for (int g = 0; g < G; ++g)
+            bf16w_store16(c + r * ldc + 16 * g, g == G - 1 ? last : 16, acc[r][g][0],
+                          acc[r][g][1]);
+}
+
+/* Rows r < R of x over all n columns: blocks of G groups of 16, then single groups. */
+#define BF16W_BN_ROWS(R, G)                                                                   \
+    do {                                                                                      \
+        int64_t j_ = 0;                                                                       \
+        for (; j_ + 16 * (G) <= n; j_ += 16 * (G))                                            \
+            bf16w_bn_block(R, G, kp, k, swap, xi, ldx, b + (j_ / 16) * ldgroup, ldrow,        \
+                           ldgroup, ci + j_, ldc, acc, 16);                                   \
+        for (; j_ < n; j_ += 16)                                                              \
+            bf16w_bn_block(R, 1, kp, k, swap, xi, ldx, b + (j_ / 16) * ldgroup, ldrow,        \
+                           ldgroup, ci + j_, ldc, acc, n - j_ < 16 ? n - j_ : 16);            \
+    } while (0)
+
+/* C (m x n, row stride ldc) (+)= X B for X widened (as for dot_bt) and B (k x n) bf16 with unit
+ * column stride in groups of 16 columns: row i of the group of column j at b + i * ldrow +
+ * (j / 16) * ldgroup. swapped: B's rows are in the widened order already (a PackedMatrix
+ * block, k padded to even: ldrow 16, ldgroup 16 x its depth); else they are in k order (W as
+ * given: ldrow its row stride, ldgroup 16). Each output's FMA chain is the packed kernels'.
+ * Rows of X four at a time: one over 4 groups (8 chains), two over 2, three over 2, four over
+ * 1. flags: PYTPP_DOT_ACCUMULATE. */
+void tpp_bf16w_dot_bn_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                           const void *bv, int64_t ldrow, int64_t ldgroup, int swapped, float *c,
+                           int64_t ldc, int flags);
+void tpp_bf16w_dot_bn_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+                           const void *bv, int64_t ldrow, int64_t ldgroup, int swapped, float *c,
+                           int64_t ldc, int flags)
+{
+    const uint16_t *b = (const uint16_t *)bv;
+    const int64_t kp = k + (k & 1);
+    const int swap = !swapped, acc = (flags & PYTPP_DOT_ACCUMULATE) != 0;
+    if (swapped) k = kp; /* a packed block's padding rows are there (zero) */
+    for (int64_t i = 0; i < m; i += 4) {
+        const float *xi = x + i * ldx;
+        float *ci = c + i * ldc;
+        switch (m - i < 4 ? m - i : 4) {
+        case 1: BF16W_BN_ROWS(1, 4); break;
+        case 2: BF16W_BN_ROWS(2, 2); break;
+        case 3: BF16W_BN_ROWS(3, 2); break;
+        default: BF16W_BN_ROWS(4, 1); break;
+        }
+    }
+}
+#undef BF16W_BN_ROWS

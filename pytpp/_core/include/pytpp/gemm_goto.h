@@ -60,11 +60,16 @@ typedef struct pytpp_pk_kernels {
      * past an odd kcb), j < ncb: a panel of this table's layout for ldd = NR. dot_bt: products
      * of rows, C (m x n, row stride ldc) (+)= X B for X (m x k) widened as the A panels are
      * (fp32 rows of ldx, pairs odd first, k padded to even), the packed kernels' bits under
-     * DAZ+FTZ; flags PYTPP_DOT_ACCUMULATE. */
+     * DAZ+FTZ; flags PYTPP_DOT_ACCUMULATE. dot_bn: the same for B (k x n) with unit column
+     * stride in groups of 16 columns (row i of the group of column j at b + i * ldrow +
+     * (j / 16) * ldgroup), its rows in k order (W as given) or, `swapped`, in the widened
+     * order with k padded to even (a PackedMatrix block: ldrow 16, ldgroup 16 x its depth). */
     void (*pack_bt)(const void *bt, int64_t ldb, int64_t kcb, int64_t ncb, void *dst,
                     int64_t ldd);
     void (*dot_bt)(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx, const void *bt,
                    int64_t ldb, float *c, int64_t ldc, int flags);
+    void (*dot_bn)(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx, const void *b,
+                   int64_t ldrow, int64_t ldgroup, int swapped, float *c, int64_t ldc, int flags);
 } pytpp_pk_kernels;
 
 /* Widened bf16 (AVX2): fp32 kernels on bf16 operands widened (exactly) while packing, k padded to

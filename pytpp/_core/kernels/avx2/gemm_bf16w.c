@@ -16,5 +16,6 @@
 #include "pytpp/bf16w_rows_avx2.h"
 #define PK_PACK_BT tpp_bf16w_pack_bt_avx2
 #define PK_DOT_BT tpp_bf16w_dot_bt_avx2
+#define PK_DOT_BN tpp_bf16w_dot_bn_avx2
 #include "pytpp/gemm_avx2_blocks.h"
 #include "pytpp/gemm_packed.inc"
