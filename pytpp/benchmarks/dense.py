@@ -1,7 +1,8 @@
 """Dense layers: linear with a fused activation (and residual), against pytpp's own matmul then
 gelu, torch's F.linear then its activation, and numpy; the weight packed once (PackedLinear) for
-repeated inference; fused attention against torch's SDPA and pytpp's unfused pieces. GFLOP/s
-and % of the measured fp32 FMA peak."""
+repeated inference; bf16 linear at decoding batch sizes against torch's; fused attention against
+torch's SDPA and pytpp's unfused pieces. GFLOP/s and % of the measured fp32 FMA peak (bf16: of
+the vdpbf16ps peak, or of the fp32 one on CPUs without it)."""
 import numpy as np
 
 from pytpp import linalg, nn
@@ -45,6 +46,30 @@ def _case(h, threads, m, k, n, activation, residual):
     impls.append(("numpy x@w.T+b", lambda: np.add(x @ w.T, b)))
     label = f"linear{'+' + act if act else ''}{'+res' if residual else ''} {m}x{k}->{n}"
     h.compare(label, threads, 2.0 * m * k * n, "GFLOP/s", "f32", impls)
+
+
+def _case_bf16(h, threads, m, k, n):
+    """bf16 linear (fp32 accumulation, bf16 out): w in torch's layout as given and packed once,
+    against torch's bf16 F.linear."""
+    case = f"linear bf16 {m}x{k}->{n}"
+    if not h.wants(case):
+        return
+    import ml_dtypes
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((m, k)).astype(np.float32).astype(bf16)
+    w = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32).astype(bf16)
+    out = np.empty((m, n), bf16)
+    packed = nn.PackedLinear(w)
+    impls = [("pytpp linear", lambda: nn.linear(x, w, out=out)),
+             ("pytpp packed", lambda: packed(x, out=out))]
+    torch = h.torch
+    if torch is not None:
+        tx = torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16)
+        tw = torch.from_numpy(w.astype(np.float32)).to(torch.bfloat16)
+        impls.append(("torch bf16", lambda: torch.nn.functional.linear(tx, tw)))
+    h.compare(case, threads, 2.0 * m * k * n, "GFLOP/s", "bf16", impls,
+              nbytes=x.nbytes + w.nbytes + out.nbytes)
 
 
 def _attention(h, threads, B, H, L, E):
@@ -135,7 +160,8 @@ def _bert(h, threads, B, L, D=768, H=12, F=3072):
 
 
 def run(h):
-    h.header("Dense layers (float32): linear with fused bias + activation (+ residual)")
+    h.header("Dense layers (float32; bf16 at decoding sizes): linear with fused bias + activation"
+             " (+ residual)")
     shapes = [(1024, 768, 3072, "gelu", False),     # BERT-base FFN up, batch 8 x seq 128
               (1024, 3072, 768, None, True),        # FFN down + residual
               (512, 1024, 1024, "relu", False),     # an MLP layer 1024 wide
@@ -147,6 +173,8 @@ def run(h):
         h.set_threads(threads)
         for m, k, n, act, res in shapes:
             _case(h, threads, m, k, n, act, res)
+        for m in (1, 8) if h.quick else (1, 4, 8, 32):   # decoding steps against a 4096^2 w
+            _case_bf16(h, threads, m, 4096, 4096)
         _attention(h, threads, 1, 12, 512, 64)          # BERT-base, seq 512
         if not h.quick:
             _attention(h, threads, 8, 12, 128, 64)      # BERT-base, batch 8 x seq 128

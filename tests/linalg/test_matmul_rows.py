@@ -97,3 +97,26 @@ def test_matrix_times_vector_by_rows(isa, threads, rng, dtype):
         out = np.full((m, 3), np.nan, dtype)
         check(pytpp.matmul(w, v[:, None], out=out[:, 1:2]), w, v[:, None])
         assert np.isnan(out[:, 0]).all() and np.isnan(out[:, 2]).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5])
+def test_rows_against_packed_matrix(isa, threads, rng, dtype, m):
+    """A PackedMatrix / PackedLinear at a few rows: the products of rows over its panels
+    (gemm_dot.inc dot_pk), k past one block (kc), widths that leave a partial last panel and
+    fewer panels than a register block, x strided and in Fortran order; then one row past the
+    path's limit (5: the packed GEMM)."""
+    for n, k in [(7, 130), (37, 700), (100, 1500)]:
+        xb = rng.standard_normal((m, k + 3)).astype(dtype)
+        w = rng.standard_normal((n, k)).astype(dtype)
+        pb = pytpp.linalg.pack(np.ascontiguousarray(w.T))
+        for x in (xb[:, 2:2 + k], np.asfortranarray(xb[:, :k])):
+            check(pytpp.matmul(x, pb), x, w.T)
+        b = rng.standard_normal(n).astype(dtype)
+        r = rng.standard_normal((m, n)).astype(dtype)
+        layer = pytpp.nn.PackedLinear(w, b)
+        x = xb[:, :k]
+        y = layer(x, activation="relu", residual=r)
+        ref = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + b, 0) + r
+        tol = 2 * k * np.finfo(dtype).eps * (np.abs(x.astype(np.float64)) @ np.abs(w.T) + abs(b))
+        assert np.all(np.abs(y - ref) <= tol + 1e-300)

@@ -21,6 +21,7 @@
 #include "pytpp/partition.h"
 #include "pytpp/tuning.h"
 #include "pytpp/fpmode.h"
+#include "pytpp/gemm_pk_shapes.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -700,6 +701,39 @@ void pytpp_mm_pack_b_full(const pytpp_mm_blocking *bk, int dtype, int64_t k, int
     }
 }
 
+/* A PackedMatrix (f32/f64) against a few rows of A: the products of rows over its panels
+ * (kt->dot_pk) block by block, each lane's sum in registers over a block, instead of the GEMM's
+ * micro-kernels, whose C tiles would use each element of B m times at most. */
+static int use_dot_packed(const eng *e, const pytpp_mm_desc *d)
+{
+    return !e->widen && e->kt && e->kt->dot_pk && e->nr == PYTPP_PK_NV * e->kt->vl &&
+           d->m <= PYTPP_MM_DOT_PK_MAX_M && d->k >= PYTPP_MM_DOT_MIN_K;
+}
+
+static void run_dot_packed(const eng *e, const pytpp_mm_desc *d, const char *a,
+                           const char *packed, char *c, int nthreads, const pytpp_mm_epilogue *ep)
+{
+    const int64_t esz = (int64_t)e->esz, NR = e->nr, unit = 4 * NR, npad = rup(d->n, NR);
+    const int64_t units = cdiv(d->n, unit);
+    const int stream = d->k * npad * esz >= PYTPP_MM_DOT_NN_PREFETCH_BYTES;
+    const int nt = dot_threads(d, units, nthreads);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int64_t j0, j1;
+        dot_thread_cols(units, unit, d->n, &j0, &j1);
+        for (int64_t pc = 0; j1 > j0 && pc < d->k; pc += e->kc) {
+            const int64_t kcb = imin(e->kc, d->k - pc);
+            const int flags = (pc > 0 ? PYTPP_DOT_ACCUMULATE : 0) | (stream ? PYTPP_DOT_PREFETCH : 0);
+            e->kt->dot_pk(d->m, j1 - j0, kcb, a + pc * d->csa * esz, d->rsa, d->csa,
+                          packed + (pc * npad + j0 * kcb) * esz, NR * kcb,
+                          c + j0 * (int64_t)e->cesz, d->ldc, flags);
+        }
+        if (ep && j1 > j0)
+            epilogue_rows(ep, c + j0 * (int64_t)e->cesz, d->ldc, (int64_t)e->cesz, 0, d->m, j0,
+                          j1 - j0);
+    }
+}
+
 static int prepacked_one(const eng *e, const pytpp_mm_desc *d, const char *a,
                          const void *packed_b, char *c, int nthreads, void *ws, size_t ws_bytes,
                          const pytpp_mm_epilogue *ep)
@@ -708,6 +742,10 @@ static int prepacked_one(const eng *e, const pytpp_mm_desc *d, const char *a,
     if (d->k <= 0) {
         zero_c(e, d, c);
         if (ep) epilogue_rows(ep, c, d->ldc, (int64_t)e->cesz, 0, d->m, 0, d->n);
+        return 0;
+    }
+    if (use_dot_packed(e, d)) {
+        run_dot_packed(e, d, a, (const char *)packed_b, c, nthreads, ep);
         return 0;
     }
     /* a few rows: the products of rows over the bf16 panels, nothing widened per block */

@@ -56,6 +56,11 @@ typedef struct pytpp_gemm_kernels {
                    int64_t ldb, void *c, int64_t ldc, int flags);
     void (*dot_nn)(int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa, int64_t csa,
                    const void *b, int64_t ldb, void *c, int64_t ldc, int flags);
+    /* dot_pk: the same for B one k block of a PackedMatrix, panels of PYTPP_PK_NV vectors of
+     * columns (panel g at b + g * ldgroup, row p at + p * NR), each lane's sum in registers
+     * over the block (x @ PackedLinear's weight at small m). */
+    void (*dot_pk)(int64_t m, int64_t n, int64_t k, const void *a, int64_t rsa, int64_t csa,
+                   const void *b, int64_t ldgroup, void *c, int64_t ldc, int flags);
 } pytpp_gemm_kernels;
 
 typedef struct pytpp_gemm_desc {

@@ -35,6 +35,10 @@
  * third at one row). */
 #define PYTPP_MM_DOT_NN_MAX_M 8
 #define PYTPP_MM_DOT_NN_PREFETCH_BYTES ((int64_t)32 << 20)
+/* A PackedMatrix (f32/f64) by rows (run_dot_packed) up to this many rows of A (PackedLinear
+ * 4096 -> 4096, one Zen 4 core, AVX2: 1 row 2.95 -> 2.22 ms f32, 7.9 -> 4.9 f64; 4 rows 4.1 ->
+ * 3.8 f32, 9.6 -> 8.3 f64; at 8 rows the packed GEMM is ahead, 5.5 against 7.7 f32). */
+#define PYTPP_MM_DOT_PK_MAX_M 4
 /* bf16 x @ w.T on the widened kernels by rows (run_dot_bf16) up to this many rows of x: where
  * the packed GEMM started to tie (4096 x 4096 w, one Zen 4 core, AVX2: 12 rows 8.4 ms by rows,
  * 8.8 packed; 16 rows 10.7 / 10.4). */
