@@ -236,8 +236,9 @@ void pytpp_embedding_gather(const void *w, int64_t row_bytes, int64_t ldw_bytes,
         pytpp_thread_part(n, &i0, &len);
         const int64_t *i64 = (const int64_t *)idx;
         const int32_t *i32 = (const int32_t *)idx;
+        const int64_t dist = pytpp_bag_prefetch_rows(row_bytes);
         for (int64_t i = i0; i < i0 + len; ++i) {
-            const int64_t ahead = i + PYTPP_BAG_PREFETCH_ROWS;
+            const int64_t ahead = i + dist;
             if (ahead < i0 + len)
                 pytpp_prefetch_bytes(wb + (idx64 ? i64[ahead] : i32[ahead]) * ldw_bytes, row_bytes);
             memcpy((char *)out + i * row_bytes, wb + (idx64 ? i64[i] : i32[i]) * ldw_bytes,
