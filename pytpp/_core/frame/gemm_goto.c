@@ -388,8 +388,46 @@ static float *widen_rows(const pytpp_mm_desc *d, const char *a, int64_t *ldx)
     return xw;
 }
 
-static int run_dot_bf16(const eng *e, const pytpp_mm_desc *d, const char *a, const char *b,
-                        char *c, int nthreads, const pytpp_mm_epilogue *ep)
+/* The same for B with unit column stride: W as given (x @ W) in slices of 8 of its rows, each
+ * swept over the thread's columns (8 sequential row streams, C in cache; 16 rows: 1.8 ms for a
+ * row of x against 4096 x 4096, 8: 1.3, 4: 1.7), or a PackedMatrix block by block, its
+ * 16-column panels contiguous. */
+static int use_dot_bf16_bn(const eng *e, const pytpp_mm_desc *d)
+{
+    return e->widen && e->kp->dot_bn && e->nr == 16 && d->csb == 1 &&
+           d->m <= PYTPP_MM_DOT_BF16_MAX_M && d->k >= PYTPP_MM_DOT_MIN_K;
+}
+
+/* How a bf16 product by rows reads B: w in torch's layout (B^T), W as given, a PackedMatrix. */
+enum { BF16_ROWS_BT, BF16_ROWS_BN, BF16_ROWS_PACKED };
+
+/* Columns [j0, j1) of the products of rows (C at cj) against b, read as `how` says. */
+static void bf16_rows_cols(const eng *e, const pytpp_mm_desc *d, int how, const float *xw,
+                           int64_t ldx, const char *b, int64_t j0, int64_t j1, float *cj)
+{
+    if (how == BF16_ROWS_BT) {
+        e->kp->dot_bt(d->m, j1 - j0, d->k, xw, ldx, b + j0 * d->csb * (int64_t)e->in_esz,
+                      d->csb, cj, d->ldc, 0);
+        return;
+    }
+    const int64_t npad = rup(d->n, e->nr), step = how == BF16_ROWS_PACKED ? e->kc : 8;
+    for (int64_t p = 0; p < d->k; p += step) {
+        const int64_t kcb = imin(step, d->k - p), kcp = rup(kcb, 2);
+        const int flags = p > 0 ? PYTPP_DOT_ACCUMULATE : 0;
+        if (how == BF16_ROWS_PACKED)
+            e->kp->dot_bn(d->m, j1 - j0, kcb, xw + p, ldx,
+                          b + (p * npad + j0 * kcp) * (int64_t)e->pre_esz, 16, 16 * kcp, 1, cj,
+                          d->ldc, flags);
+        else
+            e->kp->dot_bn(d->m, j1 - j0, kcb, xw + p, ldx,
+                          b + (p * d->rsb + j0) * (int64_t)e->in_esz, d->rsb, 16, 0, cj, d->ldc,
+                          flags);
+    }
+}
+
+/* x widened once, threads over B's columns in units of 64 (the kernels' block). */
+static int run_dot_bf16(const eng *e, const pytpp_mm_desc *d, int how, const char *a,
+                        const char *b, char *c, int nthreads, const pytpp_mm_epilogue *ep)
 {
     int64_t ldx;
     float *xw = widen_rows(d, a, &ldx);
@@ -403,55 +441,7 @@ static int run_dot_bf16(const eng *e, const pytpp_mm_desc *d, const char *a, con
         if (j1 > j0) {
             const unsigned fp_mode = pytpp_ftz_enter();
             float *cj = (float *)(c + j0 * (int64_t)e->cesz);
-            e->kp->dot_bt(d->m, j1 - j0, d->k, xw, ldx, b + j0 * d->csb * (int64_t)e->in_esz,
-                          d->csb, cj, d->ldc, 0);
-            if (ep)
-                epilogue_rows(ep, (char *)cj, d->ldc, (int64_t)e->cesz, 0, d->m, j0, j1 - j0);
-            pytpp_ftz_leave(fp_mode);
-        }
-    }
-    free(xw);
-    return 0;
-}
-
-/* The same for B with unit column stride: W as given (x @ W) in slices of 8 of its rows, each
- * swept over the thread's columns (8 sequential row streams, C in cache; 16 rows: 1.8 ms for a
- * row of x against 4096 x 4096, 8: 1.3, 4: 1.7), or a PackedMatrix (`packed`, NULL: W) block
- * by block, its 16-column panels contiguous. */
-static int use_dot_bf16_bn(const eng *e, const pytpp_mm_desc *d)
-{
-    return e->widen && e->kp->dot_bn && e->nr == 16 && d->csb == 1 &&
-           d->m <= PYTPP_MM_DOT_BF16_MAX_M && d->k >= PYTPP_MM_DOT_MIN_K;
-}
-
-static int run_dot_bf16_bn(const eng *e, const pytpp_mm_desc *d, const char *a, const char *b,
-                           const char *packed, char *c, int nthreads, const pytpp_mm_epilogue *ep)
-{
-    int64_t ldx;
-    float *xw = widen_rows(d, a, &ldx);
-    if (!xw) return -1;
-    const int64_t unit = 64, units = cdiv(d->n, unit), npad = rup(d->n, e->nr), slice = 8;
-    const int nt = dot_threads(d, units, nthreads);
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        int64_t j0, j1;
-        dot_thread_cols(units, unit, d->n, &j0, &j1);
-        if (j1 > j0) {
-            const unsigned fp_mode = pytpp_ftz_enter();
-            float *cj = (float *)(c + j0 * (int64_t)e->cesz);
-            const int64_t step = packed ? e->kc : slice;
-            for (int64_t p = 0; p < d->k; p += step) {
-                const int64_t kcb = imin(step, d->k - p), kcp = rup(kcb, 2);
-                const int flags = p > 0 ? PYTPP_DOT_ACCUMULATE : 0;
-                if (packed)
-                    e->kp->dot_bn(d->m, j1 - j0, kcb, xw + p, ldx,
-                                  packed + (p * npad + j0 * kcp) * (int64_t)e->pre_esz, 16,
-                                  16 * kcp, 1, cj, d->ldc, flags);
-                else
-                    e->kp->dot_bn(d->m, j1 - j0, kcb, xw + p, ldx,
-                                  b + (p * d->rsb + j0) * (int64_t)e->in_esz, d->rsb, 16, 0, cj,
-                                  d->ldc, flags);
-            }
+            bf16_rows_cols(e, d, how, xw, ldx, b, j0, j1, cj);
             if (ep)
                 epilogue_rows(ep, (char *)cj, d->ldc, (int64_t)e->cesz, 0, d->m, j0, j1 - j0);
             pytpp_ftz_leave(fp_mode);
@@ -566,9 +556,10 @@ static int matmul_one(const eng *e, const pytpp_mm_desc *d, const char *a, const
         run_dot_nn(e, d, a, b, c, nthreads, ep);
         return 0;
     }
-    if (d->k > 0 && use_dot_bf16(e, d)) return run_dot_bf16(e, d, a, b, c, nthreads, ep);
+    if (d->k > 0 && use_dot_bf16(e, d))
+        return run_dot_bf16(e, d, BF16_ROWS_BT, a, b, c, nthreads, ep);
     if (d->k > 0 && use_dot_bf16_bn(e, d))
-        return run_dot_bf16_bn(e, d, a, b, NULL, c, nthreads, ep);
+        return run_dot_bf16(e, d, BF16_ROWS_BN, a, b, c, nthreads, ep);
     /* a matrix times one column (W @ v): the transposed product v^T W^T by rows of W */
     const pytpp_mm_desc t = {.m = 1, .n = d->m, .k = d->k, .rsa = d->csb, .csa = d->rsb,
                              .rsb = d->csa, .csb = d->rsa, .ldc = 1, .dtype = d->dtype};
@@ -752,7 +743,8 @@ static int prepacked_one(const eng *e, const pytpp_mm_desc *d, const char *a,
     const pytpp_mm_desc dp = {.m = d->m, .n = d->n, .k = d->k, .rsa = d->rsa, .csa = d->csa,
                               .rsb = 16, .csb = 1, .ldc = d->ldc, .dtype = d->dtype};
     if (use_dot_bf16_bn(e, &dp))
-        return run_dot_bf16_bn(e, &dp, a, NULL, (const char *)packed_b, c, nthreads, ep);
+        return run_dot_bf16(e, &dp, BF16_ROWS_PACKED, a, (const char *)packed_b, c, nthreads,
+                            ep);
     job jb = {.e = e, .d = d, .a = a, .b = NULL, .bpre = packed_b, .npad = rup(d->n, e->nr),
               .c = c, .ws = ws, .ws_bytes = ws_bytes, .ep = ep};
     return run_goto(e, &jb, nthreads);

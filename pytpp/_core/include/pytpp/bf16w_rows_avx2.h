@@ -124,6 +124,20 @@ void tpp_bf16w_pack_bt_avx2(const void *btv, int64_t ldb, int64_t kcb, int64_t n
 
 /* ---- dot_bt ------------------------------------------------------------------------------- */
 
+/* Rows of x (from X0, row stride ldx; C from C0, row stride ldc) four at a time, each group
+ * through ROWS(R, S) with the register shape S1..S4 of its R rows (xi, ci: the group's rows). */
+#define BF16W_BY_ROWS(X0, C0, ROWS, S1, S2, S3, S4)                                           \
+    for (int64_t i_ = 0; i_ < m; i_ += 4) {                                                   \
+        const float *xi = (X0) + i_ * ldx;                                                    \
+        float *ci = (C0) + i_ * ldc;                                                          \
+        switch (m - i_ < 4 ? m - i_ : 4) {                                                    \
+        case 1: ROWS(1, S1); break;                                                           \
+        case 2: ROWS(2, S2); break;                                                           \
+        case 3: ROWS(3, S3); break;                                                           \
+        default: ROWS(4, S4); break;                                                          \
+        }                                                                                     \
+    }
+
 /* The panel: 64 rows of w x 64 pairs (18 KiB: each pair's row padded by 8 words, which took a
  * tenth off the packing with a weight whose rows are a multiple of 4 KiB apart) */
 enum { BF16W_NB = 64, BF16W_KQ = 64, BF16W_LDP = 72 };
@@ -150,9 +164,11 @@ bf16w_panel(const uint16_t *r, int64_t ldb, int64_t kcb, int64_t nb, uint32_t *p
                 _mm256_storeu_si256((__m256i *)(panel + (q + p) * BF16W_LDP + j), t[p]);
         }
         for (; q < kq; ++q)
-            _mm256_storeu_si256((__m256i *)(panel + q * BF16W_LDP + j), bf16w_pair_words(rj, ldb, q));
+            _mm256_storeu_si256((__m256i *)(panel + q * BF16W_LDP + j),
+                                bf16w_pair_words(rj, ldb, q));
         if (kcb & 1)
-            _mm256_storeu_si256((__m256i *)(panel + kq * BF16W_LDP + j), bf16w_last_words(rj, ldb, kcb));
+            _mm256_storeu_si256((__m256i *)(panel + kq * BF16W_LDP + j),
+                                bf16w_last_words(rj, ldb, kcb));
     }
     if (j < nb)
         for (int64_t q = 0; q < (kcb + 1) / 2; ++q)
@@ -212,7 +228,12 @@ bf16w_panel_dot(const int R, const int V, int64_t kq, const float *x, int64_t ld
 }
 
 /* Rows r < R of x over the panel's nb columns in register blocks of V vectors (8 FMA chains or
- * more in flight: one row over 8 vectors, two over 4, three over 4, four over 2). */
+ * more in flight: one row over 8 vectors, two over 4, three over 4, four over 2); the rest of
+ * the columns as one block of as many vectors as they need, its last one masked. */
+#define BF16W_PANEL_REST(R, U)                                                                \
+    case U:                                                                                   \
+        bf16w_panel_dot(R, U, kq, xi, ldx, panel + j_, ci + j_, ldc, acc, left_ - 8 * (U - 1)); \
+        break;
 #define BF16W_PANEL_ROWS(R, V)                                                                \
     do {                                                                                      \
         for (int64_t j_ = 0; j_ < nb; j_ += 8 * (V)) {                                        \
@@ -221,20 +242,10 @@ bf16w_panel_dot(const int R, const int V, int64_t kq, const float *x, int64_t ld
                 bf16w_panel_dot(R, V, kq, xi, ldx, panel + j_, ci + j_, ldc, acc, 8);         \
             else                                                                              \
                 switch ((left_ + 7) / 8) {                                                    \
-                case 1: bf16w_panel_dot(R, 1, kq, xi, ldx, panel + j_, ci + j_, ldc, acc,     \
-                                        left_ - 0); break;                                    \
-                case 2: bf16w_panel_dot(R, 2, kq, xi, ldx, panel + j_, ci + j_, ldc, acc,     \
-                                        left_ - 8); break;                                    \
-                case 3: bf16w_panel_dot(R, 3, kq, xi, ldx, panel + j_, ci + j_, ldc, acc,     \
-                                        left_ - 16); break;                                   \
-                case 4: bf16w_panel_dot(R, 4, kq, xi, ldx, panel + j_, ci + j_, ldc, acc,     \
-                                        left_ - 24); break;                                   \
-                case 5: bf16w_panel_dot(R, 5, kq, xi, ldx, panel + j_, ci + j_, ldc, acc,     \
-                                        left_ - 32); break;                                   \
-                case 6: bf16w_panel_dot(R, 6, kq, xi, ldx, panel + j_, ci + j_, ldc, acc,     \
-                                        left_ - 40); break;                                   \
-                default: bf16w_panel_dot(R, 7, kq, xi, ldx, panel + j_, ci + j_, ldc, acc,    \
-                                         left_ - 48); break;                                  \
+                    BF16W_PANEL_REST(R, 1) BF16W_PANEL_REST(R, 2) BF16W_PANEL_REST(R, 3)      \
+                    BF16W_PANEL_REST(R, 4) BF16W_PANEL_REST(R, 5) BF16W_PANEL_REST(R, 6)      \
+                    BF16W_PANEL_REST(R, 7)                                                    \
+                default: break;                                                               \
                 }                                                                             \
         }                                                                                     \
     } while (0)
@@ -258,20 +269,12 @@ void tpp_bf16w_dot_bt_avx2(int64_t m, int64_t n, int64_t k, const float *x, int6
             const int64_t kq = (kcb + 1) / 2;
             const int acc = (flags & PYTPP_DOT_ACCUMULATE) || p > 0;
             bf16w_panel(w + j * ldb + p, ldb, kcb, nb, panel);
-            for (int64_t i = 0; i < m; i += 4) {
-                const float *xi = x + i * ldx + p;
-                float *ci = c + i * ldc + j;
-                switch (m - i < 4 ? m - i : 4) {
-                case 1: BF16W_PANEL_ROWS(1, 8); break;
-                case 2: BF16W_PANEL_ROWS(2, 4); break;
-                case 3: BF16W_PANEL_ROWS(3, 4); break;
-                default: BF16W_PANEL_ROWS(4, 2); break;
-                }
-            }
+            BF16W_BY_ROWS(x + p, c + j, BF16W_PANEL_ROWS, 8, 4, 4, 2);
         }
     }
 }
 #undef BF16W_PANEL_ROWS
+#undef BF16W_PANEL_REST
 
 /* ---- dot_bn ------------------------------------------------------------------------------- */
 
@@ -382,15 +385,7 @@ void tpp_bf16w_dot_bn_avx2(int64_t m, int64_t n, int64_t k, const float *x, int6
     const int64_t kp = k + (k & 1);
     const int swap = !swapped, acc = (flags & PYTPP_DOT_ACCUMULATE) != 0;
     if (swapped) k = kp; /* a packed block's padding rows are there (zero) */
-    for (int64_t i = 0; i < m; i += 4) {
-        const float *xi = x + i * ldx;
-        float *ci = c + i * ldc;
-        switch (m - i < 4 ? m - i : 4) {
-        case 1: BF16W_BN_ROWS(1, 4); break;
-        case 2: BF16W_BN_ROWS(2, 2); break;
-        case 3: BF16W_BN_ROWS(3, 2); break;
-        default: BF16W_BN_ROWS(4, 1); break;
-        }
-    }
+    BF16W_BY_ROWS(x, c, BF16W_BN_ROWS, 4, 2, 2, 1);
 }
 #undef BF16W_BN_ROWS
+#undef BF16W_BY_ROWS
