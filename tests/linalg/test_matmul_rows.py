@@ -70,11 +70,12 @@ def test_rows_and_packed_paths_meet(isa, rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 9])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13])
 def test_rows_against_row_major_weight(isa, threads, rng, dtype, m):
     """x @ W with W (k, n) too large for the no-packing path: slices of 8 rows of W (k % 8
     tails), column blocks with a masked last vector (odd n), x as a transposed view (any
-    strides), and a W past the prefetching size (32 MiB)."""
+    strides), and a W past the prefetching size (32 MiB); one group of rows up to 6, groups of
+    4 and their remainder past it, the packed path past 12."""
     for n, k in [(1025, 1031), (1999, 333), (4100, 2048)]:
         if dtype == np.float64 and n == 4100:
             k = 1030                        # 33.8 MB either way

@@ -27,13 +27,15 @@
 #define PYTPP_MM_DOT_MIN_K 128
 #define PYTPP_MM_DOT_N_UNIT 24
 #define PYTPP_MM_DOT_CHUNK_BYTES ((int64_t)512 << 10)
-/* x @ W (B with unit column stride) by slices of W's rows up to 8 rows of x (float32, one Zen 4
- * core, in-process medians: 1 row ties numpy, 4 rows 1.4-2.1x it, 8 rows 1.15-1.3x; at 12 and
- * 16 rows, a group of 8 and one of 4-8 moving C through the caches twice per slice, numpy won
- * or tied); W from this size on (the L3 of these machines) is prefetched two slices ahead
- * (4096 x 4096: 1 row 2.9 -> 2.4-2.6 ms, 4 rows 3.4 -> 2.6; a 16 MiB W that L3 held lost a
- * third at one row). */
-#define PYTPP_MM_DOT_NN_MAX_M 8
+/* x @ W (B with unit column stride) by slices of W's rows up to 12 rows of x (float32, one Zen 4
+ * core, in-process medians: 1 row ties numpy, 4 rows 1.4-2.1x it, 8 rows 1.15-1.3x; past 6
+ * rows the rows go in groups of 4 over 3 vectors of columns: 12 rows 6.7-9.4 ms against the
+ * packed path's 10.5-10.9 and numpy's 8.8-9.1 in three processes; at 16-32 rows the times
+ * spread over 2x between processes, from 0.8x to 1.3x of numpy's, so the packed path keeps
+ * them); W from this size on (the L3 of these machines) is prefetched two slices ahead by the
+ * first group of rows (4096 x 4096: 1 row 2.9 -> 2.4-2.6 ms, 4 rows 3.4 -> 2.6; a 16 MiB W
+ * that L3 held lost a third at one row). */
+#define PYTPP_MM_DOT_NN_MAX_M 12
 #define PYTPP_MM_DOT_NN_PREFETCH_BYTES ((int64_t)32 << 20)
 /* A PackedMatrix (f32/f64) by rows (run_dot_packed) up to this many rows of A (PackedLinear
  * 4096 -> 4096, one Zen 4 core, AVX2: 1 row 2.95 -> 2.22 ms f32, 7.9 -> 4.9 f64; 4 rows 4.1 ->
