@@ -70,12 +70,12 @@ def test_rows_and_packed_paths_meet(isa, rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 32, 33])
 def test_rows_against_row_major_weight(isa, threads, rng, dtype, m):
     """x @ W with W (k, n) too large for the no-packing path: slices of 8 rows of W (k % 8
     tails), column blocks with a masked last vector (odd n), x as a transposed view (any
     strides), and a W past the prefetching size (32 MiB); one group of rows up to 6, groups of
-    4 and their remainder past it, the packed path past 12."""
+    4 and their remainder past it, the packed path past 32."""
     for n, k in [(1025, 1031), (1999, 333), (4100, 2048)]:
         if dtype == np.float64 and n == 4100:
             k = 1030                        # 33.8 MB either way
@@ -121,3 +121,25 @@ def test_rows_against_packed_matrix(isa, threads, rng, dtype, m):
         ref = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + b, 0) + r
         tol = 2 * k * np.finfo(dtype).eps * (np.abs(x.astype(np.float64)) @ np.abs(w.T) + abs(b))
         assert np.all(np.abs(y - ref) <= tol + 1e-300)
+
+
+@pytest.mark.parametrize("offset", [0, 16, 256, 2048, 4080])
+def test_rows_with_c_at_w_offset(rng, offset):
+    """C whose rows start at (or near) the same offset in a 4 KiB page as W's rows: the sums go
+    through a buffer half a page away; the result, the columns around C's block and an epilogue
+    are unchanged by it."""
+    m, n, k = 9, 1000, 700
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    big = np.full(m * (n + 40) + 4096, np.nan, np.float32)
+    start = ((w.ctypes.data + offset - big.ctypes.data) % 4096) // 4
+    out = big[start:start + m * (n + 40)].reshape(m, n + 40)
+    res = pytpp.matmul(x, w, out=out[:, :n])
+    check(res, x, w)
+    assert np.isnan(out[:, n:]).all()
+    b = rng.standard_normal(n).astype(np.float32)
+    out[:] = np.nan
+    y = pytpp.nn.linear(x, w.T, b, activation="relu", out=out[:, :n])   # B = w: x @ W by rows
+    ref = np.maximum(x.astype(np.float64) @ w.astype(np.float64) + b, 0)
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-3)
+    assert np.isnan(out[:, n:]).all()

@@ -27,15 +27,15 @@
 #define PYTPP_MM_DOT_MIN_K 128
 #define PYTPP_MM_DOT_N_UNIT 24
 #define PYTPP_MM_DOT_CHUNK_BYTES ((int64_t)512 << 10)
-/* x @ W (B with unit column stride) by slices of W's rows up to 12 rows of x (float32, one Zen 4
- * core, in-process medians: 1 row ties numpy, 4 rows 1.4-2.1x it, 8 rows 1.15-1.3x; past 6
- * rows the rows go in groups of 4 over 3 vectors of columns: 12 rows 6.7-9.4 ms against the
- * packed path's 10.5-10.9 and numpy's 8.8-9.1 in three processes; at 16-32 rows the times
- * spread over 2x between processes, from 0.8x to 1.3x of numpy's, so the packed path keeps
- * them); W from this size on (the L3 of these machines) is prefetched two slices ahead by the
- * first group of rows (4096 x 4096: 1 row 2.9 -> 2.4-2.6 ms, 4 rows 3.4 -> 2.6; a 16 MiB W
- * that L3 held lost a third at one row). */
-#define PYTPP_MM_DOT_NN_MAX_M 12
+/* x @ W (B with unit column stride) by slices of W's rows up to 32 rows of x (float32, one Zen 4
+ * core, medians over three processes, 4096 x 4096: 1 row ties numpy, 4 rows 1.4-2.1x it; past
+ * 6 rows the rows go in groups of 4 over 3 vectors of columns: 8 / 12 / 16 / 24 / 32 rows
+ * 4.8 / 6.6 / 8.1 / 11.8-12.5 / 15.7-16.7 ms against numpy's 7.8 / 8.9 / 10.7 / 13.6 / 16.9
+ * and the packed path's 6.4 / 11.0 / 12.6 / 15.4 / 19.2; at 40-48 rows both paths run at
+ * 0.9x numpy); W from this size on (the L3 of these machines) is prefetched two slices ahead
+ * by the first group of rows (1 row 2.9 -> 2.4-2.6 ms, 4 rows 3.4 -> 2.6; a 16 MiB W that L3
+ * held lost a third at one row). */
+#define PYTPP_MM_DOT_NN_MAX_M 32
 #define PYTPP_MM_DOT_NN_PREFETCH_BYTES ((int64_t)32 << 20)
 /* A PackedMatrix (f32/f64) by rows (run_dot_packed) up to this many rows of A (PackedLinear
  * 4096 -> 4096, one Zen 4 core, AVX2: 1 row 2.95 -> 2.22 ms f32, 7.9 -> 4.9 f64; 4 rows 4.1 ->
