@@ -166,15 +166,20 @@ def run(h):
               (1024, 3072, 768, None, True),        # FFN down + residual
               (512, 1024, 1024, "relu", False),     # an MLP layer 1024 wide
               (8, 4096, 4096, None, False),         # an LLM decoder step (M = 8)
-              (1, 4096, 4096, None, False)]         # one token: w read once (a GEMV)
+              (1, 4096, 4096, None, False),         # one token: w read once (a GEMV)
+              (8, 4096, 11008, None, False),        # a LLaMA-7B MLP projection, 8 tokens
+              (1, 4096, 11008, None, False)]        # ... and one
     if h.quick:
         shapes = shapes[:1] + shapes[2:3]
     for threads in h.threads:
         h.set_threads(threads)
         for m, k, n, act, res in shapes:
             _case(h, threads, m, k, n, act, res)
-        for m in (1, 8) if h.quick else (1, 4, 8, 32):   # decoding steps against a 4096^2 w
-            _case_bf16(h, threads, m, 4096, 4096)
+        bf16_shapes = [(1, 4096, 4096), (8, 4096, 4096)] if h.quick else [
+            (1, 4096, 4096), (4, 4096, 4096), (8, 4096, 4096), (32, 4096, 4096),
+            (1, 4096, 11008), (8, 4096, 11008)]            # decoding steps
+        for m, k, n in bf16_shapes:
+            _case_bf16(h, threads, m, k, n)
         _attention(h, threads, 1, 12, 512, 64)          # BERT-base, seq 512
         if not h.quick:
             _attention(h, threads, 8, 12, 128, 64)      # BERT-base, batch 8 x seq 128
