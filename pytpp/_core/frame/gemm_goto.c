@@ -318,7 +318,6 @@ static void dot_thread_cols(int64_t units, int64_t unit, int64_t n, int64_t *j0,
     *j1 = imin(n, (u0 + ulen) * unit);
 }
 
-/* Threads split C's columns; each sweeps every slice of k over its own. */
 /* Whether rows of C start within 512 bytes of a 4 KiB boundary offset of B's rows. The slice
  * of B fills the L1 sets its rows map to (rows a multiple of 4 KiB apart map to the same ones),
  * so such a C evicts it at every step: two large numpy arrays usually start at the same offset
@@ -329,6 +328,7 @@ static int c_aliases_b(const char *b, const char *c)
     return dist < 512 || dist > 4096 - 512;
 }
 
+/* Threads split C's columns; each sweeps every slice of k over its own. */
 static int run_dot_nn(const eng *e, const pytpp_mm_desc *d, const char *a, const char *b,
                       char *c, int nthreads, const pytpp_mm_epilogue *ep)
 {
@@ -734,7 +734,8 @@ static void run_dot_packed(const eng *e, const pytpp_mm_desc *d, const char *a,
         dot_thread_cols(units, unit, d->n, &j0, &j1);
         for (int64_t pc = 0; j1 > j0 && pc < d->k; pc += e->kc) {
             const int64_t kcb = imin(e->kc, d->k - pc);
-            const int flags = (pc > 0 ? PYTPP_DOT_ACCUMULATE : 0) | (stream ? PYTPP_DOT_PREFETCH : 0);
+            const int flags =
+                (pc > 0 ? PYTPP_DOT_ACCUMULATE : 0) | (stream ? PYTPP_DOT_PREFETCH : 0);
             e->kt->dot_pk(d->m, j1 - j0, kcb, a + pc * d->csa * esz, d->rsa, d->csa,
                           packed + (pc * npad + j0 * kcb) * esz, NR * kcb,
                           c + j0 * (int64_t)e->cesz, d->ldc, flags);
