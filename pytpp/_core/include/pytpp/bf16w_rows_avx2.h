@@ -252,9 +252,8 @@ bf16w_panel_dot(const int R, const int V, int64_t kq, const float *x, int64_t ld
 
 /* C (m x n, row stride ldc) (+)= X W^T: X (m x k) widened (fp32 rows of ldx, each pair odd
  * first, k padded to even), W (n x k, bf16 rows of ldb). Blocks of 64 rows of w, 128 values of
- * k at a time, go through the panel once for all rows of X (four at a time); the next chunk of
- * the block's rows is prefetched meanwhile (64 row streams outrun the hardware prefetchers).
- * flags: PYTPP_DOT_ACCUMULATE. */
+ * k at a time, go through the panel once for all rows of X (four at a time); filling the panel
+ * prefetches each row 512 bytes ahead (bf16w_panel). flags: PYTPP_DOT_ACCUMULATE. */
 void tpp_bf16w_dot_bt_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
                            const void *wv, int64_t ldb, float *c, int64_t ldc, int flags);
 void tpp_bf16w_dot_bt_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
