@@ -2,7 +2,7 @@
 on rows that fit the caches, batches that do not, one row (a decoding step: the cost of a call);
 batch_norm (train and eval, NCHW and NHWC) and group_norm on ResNet-50 activations (8, 256, 56,
 56); SGD, AdamW and split-SGD steps on 16M parameters; embedding_bag forward and backward on
-DLRM- like tables (GB/s of bytes read + written, % of the measured copy bandwidth).
+DLRM-like tables (GB/s of bytes read + written, % of the measured copy bandwidth).
 
 Peers: torch.nn.functional (forward; backward through autograd of the same graph, timed
 without the forward) and the numpy composite a numpy user writes.

@@ -26,10 +26,6 @@
 extern "C" {
 #endif
 
-/* Asks for every cache line of the `bytes` bytes from p to come into L2 (prefetcht1, for
- * reading). Into L2 rather than L1: random table rows are latency-bound, and L1's few miss
- * buffers capped the rows in flight (bags of 1M x 64 float32 rows, one Zen 3 core: 16 rows
- * ahead into L2 gathered 1.4x faster than 8 ahead into L1; 16 into L1 did not help). */
 /* How many index positions ahead table rows of rowb bytes are prefetched: about
  * PYTPP_BAG_PREFETCH_BYTES of rows in flight, at least PYTPP_BAG_PREFETCH_ROWS, at most 4x. */
 static inline int64_t pytpp_bag_prefetch_rows(int64_t rowb)
@@ -39,6 +35,10 @@ static inline int64_t pytpp_bag_prefetch_rows(int64_t rowb)
          : r > 4 * PYTPP_BAG_PREFETCH_ROWS ? 4 * PYTPP_BAG_PREFETCH_ROWS : r;
 }
 
+/* Asks for every cache line of the `bytes` bytes from p to come into L2 (prefetcht1, for
+ * reading). Into L2 rather than L1: random table rows are latency-bound, and L1's few miss
+ * buffers capped the rows in flight (bags of 1M x 64 float32 rows, one Zen 3 core: 16 rows
+ * ahead into L2 gathered 1.4x faster than 8 ahead into L1; 16 into L1 did not help). */
 static inline void pytpp_prefetch_bytes(const void *p, int64_t bytes)
 {
     const char *c = (const char *)p;
