@@ -213,6 +213,17 @@ static void pack_kv(const att_job *j, const att_panels *pn, int64_t b, char *kp,
     pack_cols(j, pn->pw, S, Ev, j->v + b * S * Ev * esz, vp);
 }
 
+/* Bytes [o0, o1) of batch entry b's K then V (one range over both) into L2: the forward fetches
+ * the next entry's while it computes this one's, so its packing reads L2 (B = 8, H = 12, L = 128,
+ * E = 64 on one Zen 4 core exposing AVX2: 6.6 -> 6.2 ms, torch 8.1; L = 512 1.00-1.03x) */
+static void prefetch_kv(const att_job *j, int64_t b, int64_t o0, int64_t o1)
+{
+    const int64_t kbytes = j->S * j->E * j->esz, vbytes = j->S * j->Ev * j->esz;
+    const char *kb = j->k + b * kbytes, *vb = j->v + b * vbytes;
+    for (int64_t o = o0 & ~(int64_t)63; o < o1; o += 64)
+        __builtin_prefetch(o < kbytes ? kb + o : vb + (o - kbytes), 0, 2);
+}
+
 /* c (mr x nv vectors, ldc) = alpha a (mr x k, rows rsa apart) b (k x nv vectors, packed panel) */
 static inline void ukr1(const att_job *j, int64_t mr, int64_t nv, int64_t n_last, int64_t k,
                         const char *a, int64_t rsa, const char *b, int64_t ldb, char *c,
@@ -369,10 +380,18 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
                     }
                     /* near-equal blocks: 64 = 9 x 6 + 2 x 5 */
                     const int64_t nrb = cdiv(bq, pn.mr);
+                    /* this query block's share of the next entry's K and V, when this thread
+                     * takes that entry: a slice after each row block */
+                    const int next = (b + 1) * qblocks < t0 + len;
+                    const int64_t kvb = S * (E + Ev) * esz, qb = t % qblocks;
+                    const int64_t lo = kvb * qb / qblocks, hi = kvb * (qb + 1) / qblocks;
                     for (int64_t rb = 0; rb < nrb; ++rb) {
                         int64_t r0, mr;
                         pytpp_split(bq, nrb, rb, &r0, &mr);
                         row_block_full(&j, &pn, b, i0 + r0, mr, kt, vp, s, lds, kmax);
+                        if (next)
+                            prefetch_kv(&j, b + 1, lo + (hi - lo) * rb / nrb,
+                                        lo + (hi - lo) * (rb + 1) / nrb);
                     }
                 } else {
                     if (b != have) transpose_k(&j, b, kt), have = b;
