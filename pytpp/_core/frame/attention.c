@@ -213,15 +213,38 @@ static void pack_kv(const att_job *j, const att_panels *pn, int64_t b, char *kp,
     pack_cols(j, pn->pw, S, Ev, j->v + b * S * Ev * esz, vp);
 }
 
-/* Bytes [o0, o1) of batch entry b's K then V (one range over both) into L2: the forward fetches
- * the next entry's while it computes this one's, so its packing reads L2 (B = 8, H = 12, L = 128,
- * E = 64 on one Zen 4 core exposing AVX2: 6.6 -> 6.2 ms, torch 8.1; L = 512 1.00-1.03x) */
-static void prefetch_kv(const att_job *j, int64_t b, int64_t o0, int64_t o1)
+/* The next batch entry's operands, fetched into L2 a slice per register block while this entry
+ * computes, so that packing them reads L2 instead of memory (one Zen 4 core exposing AVX2,
+ * B = 8, H = 12, L = 128, E = 64: forward 1.05-1.08x, backward 1.04-1.05x; L = 256 1.00-1.03x,
+ * L = 512 1.00-1.015x, the more the colder the caches) */
+typedef struct att_ahead {
+    const char *src[4];
+    int64_t bytes[4];
+    int n, at;
+    int64_t off, per_step;
+} att_ahead;
+
+/* Ranges src[i] of bytes[i] (i < n), over `steps` calls of ahead_step; n = 0: nothing */
+static att_ahead ahead_start(int n, const char *const *src, const int64_t *bytes, int64_t steps)
 {
-    const int64_t kbytes = j->S * j->E * j->esz, vbytes = j->S * j->Ev * j->esz;
-    const char *kb = j->k + b * kbytes, *vb = j->v + b * vbytes;
-    for (int64_t o = o0 & ~(int64_t)63; o < o1; o += 64)
-        __builtin_prefetch(o < kbytes ? kb + o : vb + (o - kbytes), 0, 2);
+    att_ahead a = {.n = n};
+    int64_t lines = 0;
+    for (int i = 0; i < n; ++i) {
+        a.src[i] = (const char *)((uintptr_t)src[i] & ~(uintptr_t)63);
+        a.bytes[i] = bytes[i] + (int64_t)((uintptr_t)src[i] & 63);
+        lines += cdiv(a.bytes[i], 64);
+    }
+    a.per_step = cdiv(lines, imax(steps, 1));
+    return a;
+}
+
+static void ahead_step(att_ahead *a)
+{
+    for (int64_t i = 0; i < a->per_step && a->at < a->n; ++i) {
+        __builtin_prefetch(a->src[a->at] + a->off, 0, 2);   /* prefetcht1: into L2 */
+        a->off += 64;
+        if (a->off >= a->bytes[a->at]) a->off = 0, ++a->at;
+    }
 }
 
 /* c (mr x nv vectors, ldc) = alpha a (mr x k, rows rsa apart) b (k x nv vectors, packed panel) */
@@ -369,6 +392,7 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
             char *acc = s + ATT_BQ * ATT_BK * esz + 64;
             int64_t have = -1;
             double kmax = 0.0;
+            att_ahead ahead = {.n = 0};
             for (int64_t t = t0; t < t0 + len; ++t) {
                 const int64_t b = t / qblocks, i0 = (t % qblocks) * ATT_BQ;
                 const int64_t bq = L - i0 < ATT_BQ ? L - i0 : ATT_BQ;
@@ -377,21 +401,20 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
                         pack_kv(&j, &pn, b, kt, vp);
                         kmax = key_norm_max(&j, b);
                         have = b;
+                        /* the next entry's K and V, when this thread takes it */
+                        const char *src[2] = {j.k + (b + 1) * S * E * esz,
+                                              j.v + (b + 1) * S * Ev * esz};
+                        const int64_t bytes[2] = {S * E * esz, S * Ev * esz};
+                        ahead = ahead_start((b + 1) * qblocks < t0 + len ? 2 : 0, src, bytes,
+                                            cdiv(L, pn.mr));
                     }
                     /* near-equal blocks: 64 = 9 x 6 + 2 x 5 */
                     const int64_t nrb = cdiv(bq, pn.mr);
-                    /* this query block's share of the next entry's K and V, when this thread
-                     * takes that entry: a slice after each row block */
-                    const int next = (b + 1) * qblocks < t0 + len;
-                    const int64_t kvb = S * (E + Ev) * esz, qb = t % qblocks;
-                    const int64_t lo = kvb * qb / qblocks, hi = kvb * (qb + 1) / qblocks;
                     for (int64_t rb = 0; rb < nrb; ++rb) {
                         int64_t r0, mr;
                         pytpp_split(bq, nrb, rb, &r0, &mr);
                         row_block_full(&j, &pn, b, i0 + r0, mr, kt, vp, s, lds, kmax);
-                        if (next)
-                            prefetch_kv(&j, b + 1, lo + (hi - lo) * rb / nrb,
-                                        lo + (hi - lo) * (rb + 1) / nrb);
+                        ahead_step(&ahead);
                     }
                 } else {
                     if (b != have) transpose_k(&j, b, kt), have = b;
@@ -566,11 +589,23 @@ static double bwd_pack(const att_job *j, const att_panels *pn, const att_bwd_buf
     return j->mask ? 0.0 : key_norm_max(j, b);
 }
 
+/* The backward's look-ahead: entry b's q, k, v and grad_out (n = 0: none) over the register
+ * blocks of `qblocks` query blocks of qb rows */
+static att_ahead bwd_ahead(const att_job *j, const att_panels *pn, int64_t b, int n,
+                           const char *go, int64_t qblocks, int64_t qb)
+{
+    const int64_t esz = j->esz, L = j->L, S = j->S, E = j->E, Ev = j->Ev;
+    const char *src[4] = {j->q + b * L * E * esz, j->k + b * S * E * esz,
+                          j->v + b * S * Ev * esz, go + b * L * Ev * esz};
+    const int64_t bytes[4] = {L * E * esz, S * E * esz, S * Ev * esz, L * Ev * esz};
+    return ahead_start(n, src, bytes, qblocks * (cdiv(imin(qb, L), pn->mr) + cdiv(S, pn->mr)));
+}
+
 /* Of batch entry b, its query block [q0, q0 + qn): the rows (P, dS, dQ), then the keys' dK
  * and dV (the entry's, or a thread's partial sums: dk, dv) */
 static void bwd_query_block_run(const att_job *j, const att_panels *pn, const att_bwd_bufs *bf,
                                 int64_t b, int64_t q0, int64_t qn, const char *go, char *dq,
-                                char *dk, char *dv, double kmax, int first)
+                                char *dk, char *dv, double kmax, int first, att_ahead *ah)
 {
     for (int64_t c0 = q0; c0 < q0 + qn; c0 += ATT_BQ) {
         const int64_t bn = imin(q0 + qn - c0, ATT_BQ), nrb = cdiv(bn, pn->mr);
@@ -578,6 +613,7 @@ static void bwd_query_block_run(const att_job *j, const att_panels *pn, const at
             int64_t r0, mr;
             pytpp_split(bn, nrb, r, &r0, &mr);
             bwd_row_block(j, pn, bf, b, q0, c0 + r0, mr, go, dq, kmax);
+            ahead_step(ah);
         }
     }
     for (int64_t c0 = 0; c0 < j->S; c0 += ATT_BQ) {
@@ -586,6 +622,7 @@ static void bwd_query_block_run(const att_job *j, const att_panels *pn, const at
             int64_t r0, mr;
             pytpp_split(bn, nrb, r, &r0, &mr);
             bwd_key_block(j, pn, bf, q0, qn, c0 + r0, mr, dk, dv, first);
+            ahead_step(ah);
         }
     }
 }
@@ -646,9 +683,11 @@ int pytpp_sdpa_backward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew
             for (int64_t b = 0; b < batch; ++b) {
                 if (ok) {
                     const double km = bwd_pack(&j, &pn, &bf, b, go);
+                    att_ahead ah = bwd_ahead(&j, &pn, b + 1, b + 1 < batch ? 4 : 0, go,
+                                             cdiv(nqb - me, team), qb);
                     for (int64_t t = me; t < nqb; t += team)
                         bwd_query_block_run(&j, &pn, &bf, b, t * qb, imin(qb, L - t * qb), go, dq,
-                                            pk, pv, km, t == me);
+                                            pk, pv, km, t == me, &ah);
                 }
 #pragma omp barrier
                 /* dK, dV of entry b: the partials summed in thread order, rows split */
@@ -675,10 +714,11 @@ int pytpp_sdpa_backward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew
             pytpp_thread_part(batch, &b0, &len);
             for (int64_t b = b0; b < b0 + len; ++b) {
                 const double km = bwd_pack(&j, &pn, &bf, b, go);
+                att_ahead ah = bwd_ahead(&j, &pn, b + 1, b + 1 < b0 + len ? 4 : 0, go, nqb, qb);
                 for (int64_t q0 = 0; q0 < L; q0 += qb)
                     bwd_query_block_run(&j, &pn, &bf, b, q0, imin(qb, L - q0), go, dq,
                                         (char *)dk + b * S * E * esz,
-                                        (char *)dv + b * S * Ev * esz, km, q0 == 0);
+                                        (char *)dv + b * S * Ev * esz, km, q0 == 0, &ah);
             }
         }
         free(buf);
