@@ -8,6 +8,7 @@
 #include <string.h>
 #include "pytpp/attention.h"
 #include "pytpp/elem_access.h"
+#include "pytpp/lookahead.h"
 #include "pytpp/partition.h"
 #include "pytpp/philox.h"
 #include "pytpp/tuning.h"
@@ -213,40 +214,6 @@ static void pack_kv(const att_job *j, const att_panels *pn, int64_t b, char *kp,
     pack_cols(j, pn->pw, S, Ev, j->v + b * S * Ev * esz, vp);
 }
 
-/* The next batch entry's operands, fetched into L2 a slice per register block while this entry
- * computes, so that packing them reads L2 instead of memory (one Zen 4 core exposing AVX2,
- * B = 8, H = 12, L = 128, E = 64: forward 1.05-1.08x, backward 1.04-1.05x; L = 256 1.00-1.03x,
- * L = 512 1.00-1.015x, the more the colder the caches) */
-typedef struct att_ahead {
-    const char *src[4];
-    int64_t bytes[4];
-    int n, at;
-    int64_t off, per_step;
-} att_ahead;
-
-/* Ranges src[i] of bytes[i] (i < n), over `steps` calls of ahead_step; n = 0: nothing */
-static att_ahead ahead_start(int n, const char *const *src, const int64_t *bytes, int64_t steps)
-{
-    att_ahead a = {.n = n};
-    int64_t lines = 0;
-    for (int i = 0; i < n; ++i) {
-        a.src[i] = (const char *)((uintptr_t)src[i] & ~(uintptr_t)63);
-        a.bytes[i] = bytes[i] + (int64_t)((uintptr_t)src[i] & 63);
-        lines += cdiv(a.bytes[i], 64);
-    }
-    a.per_step = cdiv(lines, imax(steps, 1));
-    return a;
-}
-
-static void ahead_step(att_ahead *a)
-{
-    for (int64_t i = 0; i < a->per_step && a->at < a->n; ++i) {
-        __builtin_prefetch(a->src[a->at] + a->off, 0, 2);   /* prefetcht1: into L2 */
-        a->off += 64;
-        if (a->off >= a->bytes[a->at]) a->off = 0, ++a->at;
-    }
-}
-
 /* c (mr x nv vectors, ldc) = alpha a (mr x k, rows rsa apart) b (k x nv vectors, packed panel) */
 static inline void ukr1(const att_job *j, int64_t mr, int64_t nv, int64_t n_last, int64_t k,
                         const char *a, int64_t rsa, const char *b, int64_t ldb, char *c,
@@ -392,7 +359,7 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
             char *acc = s + ATT_BQ * ATT_BK * esz + 64;
             int64_t have = -1;
             double kmax = 0.0;
-            att_ahead ahead = {.n = 0};
+            pytpp_ahead ahead = {.n = 0};
             for (int64_t t = t0; t < t0 + len; ++t) {
                 const int64_t b = t / qblocks, i0 = (t % qblocks) * ATT_BQ;
                 const int64_t bq = L - i0 < ATT_BQ ? L - i0 : ATT_BQ;
@@ -401,12 +368,17 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
                         pack_kv(&j, &pn, b, kt, vp);
                         kmax = key_norm_max(&j, b);
                         have = b;
-                        /* the next entry's K and V, when this thread takes it */
-                        const char *src[2] = {j.k + (b + 1) * S * E * esz,
-                                              j.v + (b + 1) * S * Ev * esz};
-                        const int64_t bytes[2] = {S * E * esz, S * Ev * esz};
-                        ahead = ahead_start((b + 1) * qblocks < t0 + len ? 2 : 0, src, bytes,
-                                            cdiv(L, pn.mr));
+                        /* the next entry's K and V into L2 while this one computes, when
+                         * this thread takes it (lookahead.h; B = 8, H = 12, L = 128, E = 64 on
+                         * one Zen 4 core exposing AVX2: 1.05-1.08x, L = 512 1.00-1.015x) */
+                        ahead = (pytpp_ahead){.n = 0};
+                        if ((b + 1) * qblocks < t0 + len) {
+                            pytpp_ahead_add(&ahead, j.k + (b + 1) * S * E * esz, 1,
+                                            S * E * esz, 0);
+                            pytpp_ahead_add(&ahead, j.v + (b + 1) * S * Ev * esz, 1,
+                                            S * Ev * esz, 0);
+                        }
+                        pytpp_ahead_plan(&ahead, cdiv(L, pn.mr));
                     }
                     /* near-equal blocks: 64 = 9 x 6 + 2 x 5 */
                     const int64_t nrb = cdiv(bq, pn.mr);
@@ -414,7 +386,7 @@ int pytpp_sdpa_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
                         int64_t r0, mr;
                         pytpp_split(bq, nrb, rb, &r0, &mr);
                         row_block_full(&j, &pn, b, i0 + r0, mr, kt, vp, s, lds, kmax);
-                        ahead_step(&ahead);
+                        pytpp_ahead_step(&ahead);
                     }
                 } else {
                     if (b != have) transpose_k(&j, b, kt), have = b;
@@ -589,23 +561,29 @@ static double bwd_pack(const att_job *j, const att_panels *pn, const att_bwd_buf
     return j->mask ? 0.0 : key_norm_max(j, b);
 }
 
-/* The backward's look-ahead: entry b's q, k, v and grad_out (n = 0: none) over the register
- * blocks of `qblocks` query blocks of qb rows */
-static att_ahead bwd_ahead(const att_job *j, const att_panels *pn, int64_t b, int n,
-                           const char *go, int64_t qblocks, int64_t qb)
+/* The backward's look-ahead (lookahead.h): entry b's q, k, v and grad_out when `take` (a
+ * backward over B = 8, H = 12, L = 128: 1.04-1.05x), over the register blocks of `qblocks` query
+ * blocks of qb rows */
+static pytpp_ahead bwd_ahead(const att_job *j, const att_panels *pn, int64_t b, int take,
+                             const char *go, int64_t qblocks, int64_t qb)
 {
     const int64_t esz = j->esz, L = j->L, S = j->S, E = j->E, Ev = j->Ev;
-    const char *src[4] = {j->q + b * L * E * esz, j->k + b * S * E * esz,
-                          j->v + b * S * Ev * esz, go + b * L * Ev * esz};
-    const int64_t bytes[4] = {L * E * esz, S * E * esz, S * Ev * esz, L * Ev * esz};
-    return ahead_start(n, src, bytes, qblocks * (cdiv(imin(qb, L), pn->mr) + cdiv(S, pn->mr)));
+    pytpp_ahead a = {.n = 0};
+    if (take) {
+        pytpp_ahead_add(&a, j->q + b * L * E * esz, 1, L * E * esz, 0);
+        pytpp_ahead_add(&a, j->k + b * S * E * esz, 1, S * E * esz, 0);
+        pytpp_ahead_add(&a, j->v + b * S * Ev * esz, 1, S * Ev * esz, 0);
+        pytpp_ahead_add(&a, go + b * L * Ev * esz, 1, L * Ev * esz, 0);
+    }
+    pytpp_ahead_plan(&a, qblocks * (cdiv(imin(qb, L), pn->mr) + cdiv(S, pn->mr)));
+    return a;
 }
 
 /* Of batch entry b, its query block [q0, q0 + qn): the rows (P, dS, dQ), then the keys' dK
  * and dV (the entry's, or a thread's partial sums: dk, dv) */
 static void bwd_query_block_run(const att_job *j, const att_panels *pn, const att_bwd_bufs *bf,
                                 int64_t b, int64_t q0, int64_t qn, const char *go, char *dq,
-                                char *dk, char *dv, double kmax, int first, att_ahead *ah)
+                                char *dk, char *dv, double kmax, int first, pytpp_ahead *ah)
 {
     for (int64_t c0 = q0; c0 < q0 + qn; c0 += ATT_BQ) {
         const int64_t bn = imin(q0 + qn - c0, ATT_BQ), nrb = cdiv(bn, pn->mr);
@@ -613,7 +591,7 @@ static void bwd_query_block_run(const att_job *j, const att_panels *pn, const at
             int64_t r0, mr;
             pytpp_split(bn, nrb, r, &r0, &mr);
             bwd_row_block(j, pn, bf, b, q0, c0 + r0, mr, go, dq, kmax);
-            ahead_step(ah);
+            pytpp_ahead_step(ah);
         }
     }
     for (int64_t c0 = 0; c0 < j->S; c0 += ATT_BQ) {
@@ -622,7 +600,7 @@ static void bwd_query_block_run(const att_job *j, const att_panels *pn, const at
             int64_t r0, mr;
             pytpp_split(bn, nrb, r, &r0, &mr);
             bwd_key_block(j, pn, bf, q0, qn, c0 + r0, mr, dk, dv, first);
-            ahead_step(ah);
+            pytpp_ahead_step(ah);
         }
     }
 }
@@ -683,7 +661,7 @@ int pytpp_sdpa_backward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew
             for (int64_t b = 0; b < batch; ++b) {
                 if (ok) {
                     const double km = bwd_pack(&j, &pn, &bf, b, go);
-                    att_ahead ah = bwd_ahead(&j, &pn, b + 1, b + 1 < batch ? 4 : 0, go,
+                    pytpp_ahead ah = bwd_ahead(&j, &pn, b + 1, b + 1 < batch, go,
                                              cdiv(nqb - me, team), qb);
                     for (int64_t t = me; t < nqb; t += team)
                         bwd_query_block_run(&j, &pn, &bf, b, t * qb, imin(qb, L - t * qb), go, dq,
@@ -714,7 +692,7 @@ int pytpp_sdpa_backward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew
             pytpp_thread_part(batch, &b0, &len);
             for (int64_t b = b0; b < b0 + len; ++b) {
                 const double km = bwd_pack(&j, &pn, &bf, b, go);
-                att_ahead ah = bwd_ahead(&j, &pn, b + 1, b + 1 < b0 + len ? 4 : 0, go, nqb, qb);
+                pytpp_ahead ah = bwd_ahead(&j, &pn, b + 1, b + 1 < b0 + len, go, nqb, qb);
                 for (int64_t q0 = 0; q0 < L; q0 += qb)
                     bwd_query_block_run(&j, &pn, &bf, b, q0, imin(qb, L - q0), go, dq,
                                         (char *)dk + b * S * E * esz,

@@ -22,6 +22,7 @@
 #include "pytpp/tuning.h"
 #include "pytpp/fpmode.h"
 #include "pytpp/gemm_pk_shapes.h"
+#include "pytpp/lookahead.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -214,45 +215,27 @@ static const char *b_block(const job *jb, int64_t pc, int64_t kcb, int64_t jc, i
     return bbuf;
 }
 
-/* The raw rows of the next B block, fetched into L2 a slice after each micro-tile of this block:
- * the tiles are compute-bound and leave the memory idle, and packing the next block then reads
- * L2 instead of waiting on memory (f32 48 x 4096 x 4096: 24.9 -> 22.6 ms on one core, f64
- * 50.3 -> 45.4; 128 rows 3%, large squares unchanged). Not for bf16, whose half-size rows the
- * widening packer reads fast enough (measured 0.98-1.0x with it). */
-typedef struct b_prefetch {
-    const char *p;
-    int64_t stride, row_bytes, rows, row, off, per_tile;
-} b_prefetch;
-
-/* Prepares the fetch of the block after (pc, jc) in goto_rect's order (the next column block, or
- * the first of the next k block), spread over this block's `tiles` micro-tiles. */
-static void b_prefetch_next(b_prefetch *f, const job *jb, int64_t pc, int64_t kc, int64_t jc,
-                            int64_t nc, int64_t n0, int64_t n1, int64_t tiles)
+/* The raw rows of the B block after (pc, jc) in goto_rect's order (the next column block, or the
+ * first of the next k block), fetched into L2 over this block's `tiles` micro-tiles
+ * (lookahead.h): f32 48 x 4096 x 4096 24.9 -> 22.6 ms on one core, f64 50.3 -> 45.4; 128 rows
+ * 3%, large squares unchanged. Not for bf16, whose half-size rows the widening packer reads
+ * fast enough (measured 0.98-1.0x with it), nor a pre-packed B (contiguous). */
+static pytpp_ahead b_ahead(const job *jb, int64_t pc, int64_t kc, int64_t jc, int64_t nc,
+                           int64_t n0, int64_t n1, int64_t tiles)
 {
     const pytpp_mm_desc *d = jb->d;
     const int64_t esz = (int64_t)jb->e->in_esz;
-    f->rows = f->row = f->off = f->per_tile = 0;
-    if (jb->bpre || jb->e->dtype == PYTPP_MM_BF16) return;
+    pytpp_ahead a = {.n = 0};
+    if (jb->bpre || jb->e->dtype == PYTPP_MM_BF16) return a;
     jc += nc;
     if (jc >= n1) jc = n0, pc += kc;
-    if (pc >= d->k) return;
+    if (pc >= d->k) return a;
     const int64_t kcb = imin(kc, d->k - pc), ncb = imin(nc, n1 - jc);
-    if (d->csb == 1) f->rows = kcb, f->row_bytes = ncb * esz, f->stride = d->rsb * esz;
-    else if (d->rsb == 1) f->rows = ncb, f->row_bytes = kcb * esz, f->stride = d->csb * esz;
-    else return;
-    f->row_bytes += 63; /* the row's first line may start before it */
-    f->p = jb->b + (pc * d->rsb + jc * d->csb) * esz;
-    f->per_tile = cdiv(f->rows * cdiv(f->row_bytes, 64), imax(tiles, 1));
-}
-
-static inline void b_prefetch_step(b_prefetch *f)
-{
-    for (int64_t i = 0; i < f->per_tile && f->row < f->rows; ++i) {
-        const uintptr_t r = (uintptr_t)(f->p + f->row * f->stride) & ~(uintptr_t)63;
-        __builtin_prefetch((const char *)r + f->off, 0, 2); /* prefetcht1: into L2 */
-        f->off += 64;
-        if (f->off >= f->row_bytes) f->off = 0, ++f->row;
-    }
+    const char *p = jb->b + (pc * d->rsb + jc * d->csb) * esz;
+    if (d->csb == 1) pytpp_ahead_add(&a, p, kcb, ncb * esz, d->rsb * esz);
+    else if (d->rsb == 1) pytpp_ahead_add(&a, p, ncb, kcb * esz, d->csb * esz);
+    pytpp_ahead_plan(&a, tiles);
+    return a;
 }
 
 static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t n1, char *abuf,
@@ -277,8 +260,8 @@ static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t
             for (int64_t jc = n0; jc < n1; jc += nc) {
                 const int64_t ncb = imin(nc, n1 - jc);
                 const char *bblk = b_block(jb, pc, kcb, jc, ncb, bbuf);
-                b_prefetch pf;
-                b_prefetch_next(&pf, jb, pc, kc, jc, nc, n0, n1, cdiv(mcb, MR) * cdiv(ncb, NR));
+                pytpp_ahead next_b = b_ahead(jb, pc, kc, jc, nc, n0, n1,
+                                             cdiv(mcb, MR) * cdiv(ncb, NR));
                 for (int64_t ir = 0; ir < mcb; ir += MR) {
                     const int64_t mrr = imin(MR, mcb - ir);
                     const char *ap = abuf + ir * kcp * esz;
@@ -291,7 +274,7 @@ static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t
                         if (jr + NR < ncb)
                             prefetch_c(cp + NR * cesz, ldc * cesz, mrr, imin(NR, ncb - jr - NR) * cesz);
                         run_tile(e, kcb, ap, bblk + jr * kcp * esz, cp, ldc, mrr, ncols, pc > 0);
-                        b_prefetch_step(&pf);
+                        pytpp_ahead_step(&next_b);
                     }
                     /* these rows of the block are final: the epilogue while they are hot */
                     if (jb->ep && pc + kcb >= k)
