@@ -31,10 +31,11 @@
  * core, medians over three processes, 4096 x 4096: 1 row ties numpy, 4 rows 1.4-2.1x it; past
  * 6 rows the rows go in groups of 4 over 3 vectors of columns: 8 / 12 / 16 / 24 / 32 rows
  * 4.8 / 6.6 / 8.1 / 11.8-12.5 / 15.7-16.7 ms against numpy's 7.8 / 8.9 / 10.7 / 13.6 / 16.9
- * and, before, 6.4 (one group over one vector) / 11.0 / 12.6 / 15.4 / 19.2 (the packed path);
- * at 40-48 rows both paths run at 0.9x numpy); W from this size on (the L3 of these machines) is prefetched two slices ahead
- * by the first group of rows (1 row 2.9 -> 2.4-2.6 ms, 4 rows 3.4 -> 2.6; a 16 MiB W that L3
- * held lost a third at one row). */
+ * and, before, 6.4 (one group over one vector) / 11.0 / 12.6 / 15.4 / 19.2 (the packed path;
+ * past 32 rows it runs at 1.00-1.02x numpy, fetching the next B block during the tiles). W from
+ * this size on (the L3 of these machines) is prefetched two slices ahead by the first group of
+ * rows (1 row 2.9 -> 2.4-2.6 ms, 4 rows 3.4 -> 2.6; a 16 MiB W that L3 held lost a third at
+ * one row). */
 #define PYTPP_MM_DOT_NN_MAX_M 32
 #define PYTPP_MM_DOT_NN_PREFETCH_BYTES ((int64_t)32 << 20)
 /* A PackedMatrix (f32/f64) by rows (run_dot_packed) up to this many rows of A (PackedLinear
