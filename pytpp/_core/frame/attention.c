@@ -193,14 +193,15 @@ static void pack_cols(const att_job *j, int64_t pw, int64_t rows, int64_t cols, 
     for (int64_t p = 0; p < cdiv(cols, pw); ++p) {
         const int64_t c0 = p * pw, w = imin(pw, cols - c0);
         char *d = dst + p * rows * pw * esz;
-        if (w * esz == 64) {   /* a whole cache line a row: a constant-size copy, inlined */
-            for (int64_t r = 0; r < rows; ++r)
-                memcpy(d + r * 64, src + (r * cols + c0) * esz, 64);
-            continue;
-        }
+        const size_t used = (size_t)(w * esz), pad = (size_t)((pw - w) * esz);
         for (int64_t r = 0; r < rows; ++r) {
-            memcpy(d + r * pw * esz, src + (r * cols + c0) * esz, (size_t)(w * esz));
-            if (w < pw) memset(d + (r * pw + w) * esz, 0, (size_t)((pw - w) * esz));
+            char *dr = d + r * pw * esz;
+            const char *sr = src + (r * cols + c0) * esz;
+            if (used == 64)   /* a whole cache line a row: a constant-size copy, inlined */
+                memcpy(dr, sr, 64);
+            else
+                memcpy(dr, sr, used);
+            if (pad) memset(dr + used, 0, pad);
         }
     }
 }
