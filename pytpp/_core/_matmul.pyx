@@ -8,7 +8,8 @@ from libc.stdint cimport int64_t, uint16_t, intptr_t
 from pytpp._core.cengine cimport *
 from pytpp._core._arrays cimport elem_strides, disjoint
 from pytpp._core._runtime cimport num_threads, active_isa, cache_info, level, features
-from pytpp._core.cdispatch cimport pytpp_bf16_select, pytpp_bf16_kernels, PYTPP_BF16_NKERNELS
+from pytpp._core.cdispatch cimport (pytpp_bf16_select, pytpp_bf16_rows_select,
+                                    pytpp_bf16_kernels, PYTPP_BF16_NKERNELS)
 from pytpp._core.celtwise cimport pytpp_ew_kernels
 from pytpp._core import _runtime
 
@@ -87,10 +88,12 @@ def bf16_kernels_available():
 
 cdef int select(int dt, int isa, int bf16_kernel, pytpp_mm_kernels *ks) except -1:
     """The kernel tables of a product: the level's BRGEMM and packed-panel tables, or the bf16
-    kernel (the level's best for 0, else the one named, which the CPU must have)."""
+    kernel (the level's best for 0, else the one named, which the CPU must have) and, for the
+    level's best, the products of rows of a few rows of x."""
     ks.kt = NULL
     ks.kp = NULL
     ks.ew = NULL
+    ks.rows = NULL
     if dt != PYTPP_MM_BF16:
         ks.kt = level(isa).brgemm[dt]
         ks.kp = level(isa).packed[dt]
@@ -99,6 +102,9 @@ cdef int select(int dt, int isa, int bf16_kernel, pytpp_mm_kernels *ks) except -
     ks.kp = pytpp_bf16_select(isa if bf16_kernel == 0 else _best_isa, features(), bf16_kernel)
     if ks.kp == NULL:
         raise ValueError(f"bf16 kernel {BF16_KERNELS[bf16_kernel]!r} is not available on this CPU")
+    # a named kernel runs alone (tests of that kernel), unless it has the rows kernels itself
+    ks.rows = (pytpp_bf16_rows_select(isa, features()) if bf16_kernel == 0
+               else ks.kp if ks.kp.dot_bt != NULL else NULL)
     return 0
 
 
@@ -168,12 +174,7 @@ def fast(a, b, out=None):
     d.dtype = PYTPP_F64 if t == cnp.NPY_FLOAT64 else (PYTPP_MM_BF16 if bf16 else PYTPP_F32)
     cdef pytpp_mm_kernels ks
     cdef int isa = active_isa()
-    if bf16:
-        select(d.dtype, isa, 0, &ks)
-    else:
-        ks.kt = level(isa).brgemm[d.dtype]
-        ks.kp = level(isa).packed[d.dtype]
-        ks.ew = level(isa).eltwise[d.dtype]
+    select(d.dtype, isa, 0, &ks)
     cdef pytpp_mm_blocking bk
     pytpp_mm_blocking_init(&ks, cache_info(), d.dtype, &bk)
     run_blocked(&ks, &bk, &d, cnp.PyArray_DATA(x), cnp.PyArray_DATA(y), cnp.PyArray_DATA(c))

@@ -1,4 +1,5 @@
-"""bfloat16 products with a few rows of x on the widened kernels (AVX2): x @ w.T with w in
+"""bfloat16 products with a few rows of x by the widened AVX2 table's kernels (on every level
+from AVX2 up; a PackedMatrix's panels only where they are that table's): x @ w.T with w in
 torch's (out_features, in_features) layout (kp->dot_bt, reading w in place in tiles of 8 rows x
 8 k pairs instead of packing all of it), x @ W and x @ PackedMatrix / PackedLinear (kp->dot_bn,
 16 columns of a row widened at a time), and the transposed-B packer (pack_bt) the packed path

@@ -108,6 +108,13 @@ const pytpp_pk_kernels *pytpp_bf16_select(int isa, uint32_t features, int which)
     return e->kt;
 }
 
+const pytpp_pk_kernels *pytpp_bf16_rows_select(int isa, uint32_t features)
+{
+    const pytpp_bf16_entry *e = &pytpp_bf16_kernels[PYTPP_BF16_AVX2_WIDENED];
+    if (isa < e->isa || isa >= PYTPP_NISA || (features & e->features) != e->features) return NULL;
+    return e->kt;
+}
+
 /* Required kernel slots of level `isa` that are empty (0 for a sound table): every register
  * block a table declares (mr_max per vector count, or up to its main block) in every variant
  * the drivers call, and every element-wise op. For the consistency tests. */

@@ -34,6 +34,7 @@ typedef struct eng {
     const pytpp_ew_kernels *ew;     /* transposed-B packing (f32/f64), or NULL */
     int dtype;
     int widen;                   /* bf16 operands widened to fp32 while packing */
+    const pytpp_pk_kernels *rows;   /* bf16 products of rows (dot_bt, dot_bn), or NULL */
     int64_t mr, nr, vl, kstep;   /* kstep: 2 for bf16 (pairs along k), else 1 */
     size_t in_esz;               /* operand element size as given (bf16: 2) */
     size_t esz, cesz;            /* packed operand and C element sizes */
@@ -88,6 +89,7 @@ static void make_eng(eng *e, const pytpp_mm_kernels *ks, const pytpp_mm_blocking
     e->ew = dtype == PYTPP_MM_BF16 ? NULL : ks->ew;
     e->dtype = dtype;
     e->widen = dtype == PYTPP_MM_BF16 && ks->kp->bf16_widened;
+    e->rows = dtype == PYTPP_MM_BF16 ? ks->rows : NULL;
     e->mr = bk->mr;
     e->nr = bk->nr;
     e->vl = bk->vl;
@@ -418,13 +420,13 @@ static void run_dot(const eng *e, const pytpp_mm_desc *d, const char *a, const c
     }
 }
 
-/* bf16 on the widened kernels, a few rows of x against w in torch's layout (x @ w.T): the
- * table's products of rows (kp->dot_bt) against x widened once, threads over w's rows in units
+/* bf16, a few rows of x against w in torch's layout (x @ w.T): the products of rows of the
+ * widened table (e->rows->dot_bt, on every level from AVX2 up) against x widened once, threads over w's rows in units
  * of 64 (the kernel's block). Every output is the packed GEMM's chain of FMAs in the same order
  * under the same DAZ+FTZ, so the same bits; w is read once and nothing its size is written. */
 static int use_dot_bf16(const eng *e, const pytpp_mm_desc *d)
 {
-    return e->widen && e->kp->dot_bt && d->rsb == 1 && d->m <= PYTPP_MM_DOT_BF16_MAX_M &&
+    return e->rows && e->rows->dot_bt && d->rsb == 1 && d->m <= PYTPP_MM_DOT_BF16_MAX_M &&
            d->k >= PYTPP_MM_DOT_MIN_K;
 }
 
@@ -444,8 +446,16 @@ static float *widen_rows(const pytpp_mm_desc *d, const char *a, int64_t *ldx)
  * 16-column panels contiguous. */
 static int use_dot_bf16_bn(const eng *e, const pytpp_mm_desc *d)
 {
-    return e->widen && e->kp->dot_bn && e->nr == 16 && d->csb == 1 &&
-           d->m <= PYTPP_MM_DOT_BF16_MAX_M && d->k >= PYTPP_MM_DOT_MIN_K;
+    return e->rows && e->rows->dot_bn && d->csb == 1 && d->m <= PYTPP_MM_DOT_BF16_MAX_M &&
+           d->k >= PYTPP_MM_DOT_MIN_K;
+}
+
+/* The same over a PackedMatrix's panels: only the widened table's own (16 columns, widened
+ * order) */
+static int use_dot_bf16_packed(const eng *e, const pytpp_mm_desc *d)
+{
+    return e->widen && e->kp->dot_bn && e->nr == 16 && d->m <= PYTPP_MM_DOT_BF16_MAX_M &&
+           d->k >= PYTPP_MM_DOT_MIN_K;
 }
 
 /* How a bf16 product by rows reads B: w in torch's layout (B^T), W as given, a PackedMatrix. */
@@ -456,7 +466,7 @@ static void bf16_rows_cols(const eng *e, const pytpp_mm_desc *d, int how, const 
                            int64_t ldx, const char *b, int64_t j0, int64_t j1, float *cj)
 {
     if (how == BF16_ROWS_BT) {
-        e->kp->dot_bt(d->m, j1 - j0, d->k, xw, ldx, b + j0 * d->csb * (int64_t)e->in_esz,
+        e->rows->dot_bt(d->m, j1 - j0, d->k, xw, ldx, b + j0 * d->csb * (int64_t)e->in_esz,
                       d->csb, cj, d->ldc, 0);
         return;
     }
@@ -469,9 +479,9 @@ static void bf16_rows_cols(const eng *e, const pytpp_mm_desc *d, int how, const 
                           b + (p * npad + j0 * kcp) * (int64_t)e->pre_esz, 16, 16 * kcp, 1, cj,
                           d->ldc, flags);
         else
-            e->kp->dot_bn(d->m, j1 - j0, kcb, xw + p, ldx,
-                          b + (p * d->rsb + j0) * (int64_t)e->in_esz, d->rsb, 16, 0, cj, d->ldc,
-                          flags);
+            e->rows->dot_bn(d->m, j1 - j0, kcb, xw + p, ldx,
+                            b + (p * d->rsb + j0) * (int64_t)e->in_esz, d->rsb, 16, 0, cj, d->ldc,
+                            flags);
     }
 }
 
@@ -790,7 +800,7 @@ static int prepacked_one(const eng *e, const pytpp_mm_desc *d, const char *a,
     /* a few rows: the products of rows over the bf16 panels, nothing widened per block */
     const pytpp_mm_desc dp = {.m = d->m, .n = d->n, .k = d->k, .rsa = d->rsa, .csa = d->csa,
                               .rsb = 16, .csb = 1, .ldc = d->ldc, .dtype = d->dtype};
-    if (use_dot_bf16_bn(e, &dp))
+    if (use_dot_bf16_packed(e, &dp))
         return run_dot_bf16(e, &dp, BF16_ROWS_PACKED, a, (const char *)packed_b, c, nthreads,
                             ep);
     job jb = {.e = e, .d = d, .a = a, .b = NULL, .bpre = packed_b, .npad = rup(d->n, e->nr),

@@ -105,6 +105,9 @@ typedef struct pytpp_mm_kernels {
     /* the level's element-wise table of the compute dtype (NULL: none): its transpose kernel
      * packs a transposed B (x @ w.T) */
     const struct pytpp_ew_kernels *ew;
+    /* bf16: the table whose products of rows (dot_bt, dot_bn) run a few rows of x against w or
+     * W as given (NULL: none), pytpp_bf16_rows_select */
+    const pytpp_pk_kernels *rows;
 } pytpp_mm_kernels;
 
 void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci, int dtype,
