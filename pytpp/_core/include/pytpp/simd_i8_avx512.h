@@ -56,6 +56,20 @@ PYTPP_INLINE void i8_gv_plain(__m512i *out, const uint8_t *r0, const uint8_t *r1
     out[0] = _mm512_inserti32x4(v, _mm_unpackhi_epi16(hi01, hi23), 3);
 }
 #define I8_GV_QUAD(out, src, sgn) ((out)[0] = _mm512_loadu_si512((const void *)(src)))
+/* out[4j + e] = r_e[j], 16 columns at a time (the B packer's plain rows); returns the columns
+ * done */
+PYTPP_INLINE int64_t i8_interleave4(uint8_t *out, const uint8_t *r0, const uint8_t *r1,
+                                    const uint8_t *r2, const uint8_t *r3, int64_t cols)
+{
+    int64_t j = 0;
+    for (; j + 16 <= cols; j += 16) {
+        __m512i v;
+        i8_gv_plain(&v, r0 + j, r1 + j, r2 + j, r3 + j, 0);
+        _mm512_storeu_si512((void *)(out + 4 * j), v);
+    }
+    return j;
+}
+#define I8_INTERLEAVE4(out, r0, r1, r2, r3, cols) i8_interleave4((out), (r0), (r1), (r2), (r3), (cols))
 #else
 /* int16 pairs: rows (0, 1) and (2, 3) interleaved and widened, or a quad row split in two */
 PYTPP_INLINE __m512i i8_gv_widen(__m256i x, int sgn)
