@@ -14,6 +14,7 @@ cdef extern from "pytpp/gemm_goto.h" nogil:
         int nv_main, mr_main
         int c_first, ftz, bf16_widened, kc_l1_x8, nc_l2_x8, nopack_l2_x8
         const void *dot_bt
+        const void *dot_bn
 
     const pytpp_pk_kernels pytpp_mm_f32_ref, pytpp_mm_f32_avx2, pytpp_mm_f32_avx512
     const pytpp_pk_kernels pytpp_mm_f64_ref, pytpp_mm_f64_avx2, pytpp_mm_f64_avx512
@@ -36,7 +37,8 @@ cdef extern from "pytpp/gemm_goto.h" nogil:
         const pytpp_pk_kernels *kp
         const pytpp_gemm_kernels *kt
         const void *ew
-        const pytpp_pk_kernels *rows
+        const pytpp_pk_kernels *rows_bt
+        const pytpp_pk_kernels *rows_bn
 
     void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci, int dtype,
                                 pytpp_mm_blocking *bk)

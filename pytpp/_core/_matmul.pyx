@@ -93,7 +93,8 @@ cdef int select(int dt, int isa, int bf16_kernel, pytpp_mm_kernels *ks) except -
     ks.kt = NULL
     ks.kp = NULL
     ks.ew = NULL
-    ks.rows = NULL
+    ks.rows_bt = NULL
+    ks.rows_bn = NULL
     if dt != PYTPP_MM_BF16:
         ks.kt = level(isa).brgemm[dt]
         ks.kp = level(isa).packed[dt]
@@ -103,8 +104,12 @@ cdef int select(int dt, int isa, int bf16_kernel, pytpp_mm_kernels *ks) except -
     if ks.kp == NULL:
         raise ValueError(f"bf16 kernel {BF16_KERNELS[bf16_kernel]!r} is not available on this CPU")
     # a named kernel runs alone (tests of that kernel), unless it has the rows kernels itself
-    ks.rows = (pytpp_bf16_rows_select(isa, features()) if bf16_kernel == 0
-               else ks.kp if ks.kp.dot_bt != NULL else NULL)
+    if bf16_kernel == 0:
+        ks.rows_bt = pytpp_bf16_rows_select(isa, features(), 1)
+        ks.rows_bn = pytpp_bf16_rows_select(isa, features(), 0)
+    else:
+        ks.rows_bt = ks.kp if ks.kp.dot_bt != NULL else NULL
+        ks.rows_bn = ks.kp if ks.kp.dot_bn != NULL else NULL
     return 0
 
 

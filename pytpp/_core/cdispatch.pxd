@@ -69,5 +69,5 @@ cdef extern from "pytpp/dispatch.h" nogil:
     const pytpp_level_kernels pytpp_levels[PYTPP_NISA]
     const pytpp_bf16_entry pytpp_bf16_kernels[PYTPP_BF16_NKERNELS]
     const pytpp_pk_kernels *pytpp_bf16_select(int isa, uint32_t features, int which)
-    const pytpp_pk_kernels *pytpp_bf16_rows_select(int isa, uint32_t features)
+    const pytpp_pk_kernels *pytpp_bf16_rows_select(int isa, uint32_t features, int bt)
     int pytpp_dispatch_missing(int isa)

@@ -108,8 +108,12 @@ const pytpp_pk_kernels *pytpp_bf16_select(int isa, uint32_t features, int which)
     return e->kt;
 }
 
-const pytpp_pk_kernels *pytpp_bf16_rows_select(int isa, uint32_t features)
+const pytpp_pk_kernels *pytpp_bf16_rows_select(int isa, uint32_t features, int bt)
 {
+    const pytpp_bf16_entry *n = &pytpp_bf16_kernels[PYTPP_BF16_NATIVE];
+    if (bt && isa >= n->isa && isa < PYTPP_NISA && (features & n->features) == n->features &&
+        n->kt->dot_bt)
+        return n->kt;
     const pytpp_bf16_entry *e = &pytpp_bf16_kernels[PYTPP_BF16_AVX2_WIDENED];
     if (isa < e->isa || isa >= PYTPP_NISA || (features & e->features) != e->features) return NULL;
     return e->kt;

@@ -34,7 +34,7 @@ typedef struct eng {
     const pytpp_ew_kernels *ew;     /* transposed-B packing (f32/f64), or NULL */
     int dtype;
     int widen;                   /* bf16 operands widened to fp32 while packing */
-    const pytpp_pk_kernels *rows;   /* bf16 products of rows (dot_bt, dot_bn), or NULL */
+    const pytpp_pk_kernels *rows_bt, *rows_bn;   /* bf16 products of rows, or NULL */
     int64_t mr, nr, vl, kstep;   /* kstep: 2 for bf16 (pairs along k), else 1 */
     size_t in_esz;               /* operand element size as given (bf16: 2) */
     size_t esz, cesz;            /* packed operand and C element sizes */
@@ -89,7 +89,8 @@ static void make_eng(eng *e, const pytpp_mm_kernels *ks, const pytpp_mm_blocking
     e->ew = dtype == PYTPP_MM_BF16 ? NULL : ks->ew;
     e->dtype = dtype;
     e->widen = dtype == PYTPP_MM_BF16 && ks->kp->bf16_widened;
-    e->rows = dtype == PYTPP_MM_BF16 ? ks->rows : NULL;
+    e->rows_bt = dtype == PYTPP_MM_BF16 ? ks->rows_bt : NULL;
+    e->rows_bn = dtype == PYTPP_MM_BF16 ? ks->rows_bn : NULL;
     e->mr = bk->mr;
     e->nr = bk->nr;
     e->vl = bk->vl;
@@ -420,13 +421,13 @@ static void run_dot(const eng *e, const pytpp_mm_desc *d, const char *a, const c
     }
 }
 
-/* bf16, a few rows of x against w in torch's layout (x @ w.T): the products of rows of the
- * widened table (e->rows->dot_bt, on every level from AVX2 up) against x widened once, threads over w's rows in units
+/* bf16, a few rows of x against w in torch's layout (x @ w.T): products of rows (e->rows_bt:
+ * the native AVX512_BF16 kernel on x as it lies, or the widened AVX2 table's on x widened once), threads over w's rows in units
  * of 64 (the kernel's block). Every output is the packed GEMM's chain of FMAs in the same order
  * under the same DAZ+FTZ, so the same bits; w is read once and nothing its size is written. */
 static int use_dot_bf16(const eng *e, const pytpp_mm_desc *d)
 {
-    return e->rows && e->rows->dot_bt && d->rsb == 1 && d->m <= PYTPP_MM_DOT_BF16_MAX_M &&
+    return e->rows_bt && e->rows_bt->dot_bt && d->rsb == 1 && d->m <= PYTPP_MM_DOT_BF16_MAX_M &&
            d->k >= PYTPP_MM_DOT_MIN_K;
 }
 
@@ -446,7 +447,7 @@ static float *widen_rows(const pytpp_mm_desc *d, const char *a, int64_t *ldx)
  * 16-column panels contiguous. */
 static int use_dot_bf16_bn(const eng *e, const pytpp_mm_desc *d)
 {
-    return e->rows && e->rows->dot_bn && d->csb == 1 && d->m <= PYTPP_MM_DOT_BF16_MAX_M &&
+    return e->rows_bn && e->rows_bn->dot_bn && d->csb == 1 && d->m <= PYTPP_MM_DOT_BF16_MAX_M &&
            d->k >= PYTPP_MM_DOT_MIN_K;
 }
 
@@ -462,14 +463,15 @@ static int use_dot_bf16_packed(const eng *e, const pytpp_mm_desc *d)
 enum { BF16_ROWS_BT, BF16_ROWS_BN, BF16_ROWS_PACKED };
 
 /* Columns [j0, j1) of the products of rows (C at cj) against b, read as `how` says. */
-static void bf16_rows_cols(const eng *e, const pytpp_mm_desc *d, int how, const float *xw,
+static void bf16_rows_cols(const eng *e, const pytpp_mm_desc *d, int how, const void *xv,
                            int64_t ldx, const char *b, int64_t j0, int64_t j1, float *cj)
 {
     if (how == BF16_ROWS_BT) {
-        e->rows->dot_bt(d->m, j1 - j0, d->k, xw, ldx, b + j0 * d->csb * (int64_t)e->in_esz,
-                      d->csb, cj, d->ldc, 0);
+        e->rows_bt->dot_bt(d->m, j1 - j0, d->k, xv, ldx, b + j0 * d->csb * (int64_t)e->in_esz,
+                           d->csb, cj, d->ldc, 0);
         return;
     }
+    const float *xw = (const float *)xv;
     const int64_t npad = rup(d->n, e->nr), step = how == BF16_ROWS_PACKED ? e->kc : 8;
     for (int64_t p = 0; p < d->k; p += step) {
         const int64_t kcb = imin(step, d->k - p), kcp = rup(kcb, 2);
@@ -479,19 +481,41 @@ static void bf16_rows_cols(const eng *e, const pytpp_mm_desc *d, int how, const 
                           b + (p * npad + j0 * kcp) * (int64_t)e->pre_esz, 16, 16 * kcp, 1, cj,
                           d->ldc, flags);
         else
-            e->rows->dot_bn(d->m, j1 - j0, kcb, xw + p, ldx,
-                            b + (p * d->rsb + j0) * (int64_t)e->in_esz, d->rsb, 16, 0, cj, d->ldc,
-                            flags);
+            e->rows_bn->dot_bn(d->m, j1 - j0, kcb, xw + p, ldx,
+                               b + (p * d->rsb + j0) * (int64_t)e->in_esz, d->rsb, 16, 0, cj,
+                               d->ldc, flags);
     }
 }
 
-/* x widened once, threads over B's columns in units of 64 (the kernels' block). */
+/* x rows of unit column stride as they lie (bf16, ldx = the row stride), or copied so, or NULL */
+static const uint16_t *raw_rows(const pytpp_mm_desc *d, const char *a, int64_t *ldx,
+                                uint16_t **copy)
+{
+    *copy = NULL;
+    *ldx = d->rsa;
+    if (d->csa == 1) return (const uint16_t *)a;
+    *ldx = d->k;
+    *copy = malloc((size_t)(d->m * d->k) * sizeof(uint16_t));
+    if (*copy)
+        for (int64_t i = 0; i < d->m; ++i)
+            for (int64_t p = 0; p < d->k; ++p)
+                memcpy(*copy + i * d->k + p, a + (i * d->rsa + p * d->csa) * 2, 2);
+    return *copy;
+}
+
+/* x prepared once (as the kernel takes it), threads over B's columns in units of 64. */
 static int run_dot_bf16(const eng *e, const pytpp_mm_desc *d, int how, const char *a,
                         const char *b, char *c, int nthreads, const pytpp_mm_epilogue *ep)
 {
     int64_t ldx;
-    float *xw = widen_rows(d, a, &ldx);
-    if (!xw) return -1;
+    uint16_t *raw_copy = NULL;
+    float *xw = NULL;
+    const void *xv;
+    if (how == BF16_ROWS_BT && e->rows_bt->rows_raw)
+        xv = raw_rows(d, a, &ldx, &raw_copy);
+    else
+        xv = xw = widen_rows(d, a, &ldx);
+    if (!xv) return -1;
     const int64_t unit = 64, units = cdiv(d->n, unit);
     const int nt = dot_threads(d, units, nthreads);
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -501,13 +525,14 @@ static int run_dot_bf16(const eng *e, const pytpp_mm_desc *d, int how, const cha
         if (j1 > j0) {
             const unsigned fp_mode = pytpp_ftz_enter();
             float *cj = (float *)(c + j0 * (int64_t)e->cesz);
-            bf16_rows_cols(e, d, how, xw, ldx, b, j0, j1, cj);
+            bf16_rows_cols(e, d, how, xv, ldx, b, j0, j1, cj);
             if (ep)
                 epilogue_rows(ep, (char *)cj, d->ldc, (int64_t)e->cesz, 0, d->m, j0, j1 - j0);
             pytpp_ftz_leave(fp_mode);
         }
     }
     free(xw);
+    free(raw_copy);
     return 0;
 }
 

@@ -254,11 +254,12 @@ bf16w_panel_dot(const int R, const int V, int64_t kq, const float *x, int64_t ld
  * first, k padded to even), W (n x k, bf16 rows of ldb). Blocks of 64 rows of w, 128 values of
  * k at a time, go through the panel once for all rows of X (four at a time); filling the panel
  * prefetches each row 512 bytes ahead (bf16w_panel). flags: PYTPP_DOT_ACCUMULATE. */
-void tpp_bf16w_dot_bt_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+void tpp_bf16w_dot_bt_avx2(int64_t m, int64_t n, int64_t k, const void *xv, int64_t ldx,
                            const void *wv, int64_t ldb, float *c, int64_t ldc, int flags);
-void tpp_bf16w_dot_bt_avx2(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx,
+void tpp_bf16w_dot_bt_avx2(int64_t m, int64_t n, int64_t k, const void *xv, int64_t ldx,
                            const void *wv, int64_t ldb, float *c, int64_t ldc, int flags)
 {
+    const float *x = (const float *)xv;
     const uint16_t *w = (const uint16_t *)wv;
     _Alignas(64) uint32_t panel[BF16W_LDP * BF16W_KQ];
     for (int64_t j = 0; j < n; j += BF16W_NB) {

@@ -60,10 +60,11 @@ extern const pytpp_bf16_entry pytpp_bf16_kernels[PYTPP_BF16_NKERNELS];
 /* The bf16 kernel a call at level `isa` runs on a CPU with `features`: `which`, or for AUTO the
  * best that level has (native vdpbf16ps where present). NULL when `which` cannot run there. */
 const pytpp_pk_kernels *pytpp_bf16_select(int isa, uint32_t features, int which);
-/* The table whose bf16 products of rows (dot_bt, dot_bn: a few rows of x, B read as given, the
- * same bits as every bf16 kernel) a call at level `isa` runs: the widened AVX2 table, the only
- * one that has them, on every level from AVX2 up. NULL below. */
-const pytpp_pk_kernels *pytpp_bf16_rows_select(int isa, uint32_t features);
+/* The table whose bf16 products of rows (a few rows of x, B read as given, the same bits as
+ * every bf16 kernel) a call at level `isa` runs: for w in torch's layout (`bt`, dot_bt) the
+ * native AVX512_BF16 table where the CPU has it, else and for W as given (dot_bn) the widened
+ * AVX2 table, on every level from AVX2 up. NULL below. */
+const pytpp_pk_kernels *pytpp_bf16_rows_select(int isa, uint32_t features, int bt);
 
 /* 8-bit GEMM kernels (u8/s8 x u8/s8 -> int32): the level's default (AUTO) or one named for tests. */
 enum pytpp_i8_kernel {

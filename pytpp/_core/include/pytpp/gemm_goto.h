@@ -63,13 +63,16 @@ typedef struct pytpp_pk_kernels {
      * DAZ+FTZ; flags PYTPP_DOT_ACCUMULATE. dot_bn: the same for B (k x n) with unit column
      * stride in groups of 16 columns (row i of the group of column j at b + i * ldrow +
      * (j / 16) * ldgroup), its rows in k order (W as given) or, `swapped`, in the widened
-     * order with k padded to even (a PackedMatrix block: ldrow 16, ldgroup 16 x its depth). */
+     * order with k padded to even (a PackedMatrix block: ldrow 16, ldgroup 16 x its depth).
+     * rows_raw: this table's dot_bt takes X as it lies instead (bf16 rows of ldx, nothing read
+     * past k; the native AVX512_BF16 table, bf16_rows_avx512.h). */
     void (*pack_bt)(const void *bt, int64_t ldb, int64_t kcb, int64_t ncb, void *dst,
                     int64_t ldd);
-    void (*dot_bt)(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx, const void *bt,
+    void (*dot_bt)(int64_t m, int64_t n, int64_t k, const void *x, int64_t ldx, const void *bt,
                    int64_t ldb, float *c, int64_t ldc, int flags);
     void (*dot_bn)(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx, const void *b,
                    int64_t ldrow, int64_t ldgroup, int swapped, float *c, int64_t ldc, int flags);
+    int rows_raw;
 } pytpp_pk_kernels;
 
 /* Widened bf16 (AVX2): fp32 kernels on bf16 operands widened (exactly) while packing, k padded to
@@ -105,9 +108,9 @@ typedef struct pytpp_mm_kernels {
     /* the level's element-wise table of the compute dtype (NULL: none): its transpose kernel
      * packs a transposed B (x @ w.T) */
     const struct pytpp_ew_kernels *ew;
-    /* bf16: the table whose products of rows (dot_bt, dot_bn) run a few rows of x against w or
-     * W as given (NULL: none), pytpp_bf16_rows_select */
-    const pytpp_pk_kernels *rows;
+    /* bf16: the tables whose products of rows run a few rows of x against w (rows_bt->dot_bt)
+     * and W as given (rows_bn->dot_bn), NULL: none (pytpp_bf16_rows_select) */
+    const pytpp_pk_kernels *rows_bt, *rows_bn;
 } pytpp_mm_kernels;
 
 void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci, int dtype,

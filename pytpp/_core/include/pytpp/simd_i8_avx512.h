@@ -69,7 +69,8 @@ PYTPP_INLINE int64_t i8_interleave4(uint8_t *out, const uint8_t *r0, const uint8
     }
     return j;
 }
-#define I8_INTERLEAVE4(out, r0, r1, r2, r3, cols) i8_interleave4((out), (r0), (r1), (r2), (r3), (cols))
+#define I8_INTERLEAVE4(out, r0, r1, r2, r3, cols)                                             \
+    i8_interleave4((out), (r0), (r1), (r2), (r3), (cols))
 #else
 /* int16 pairs: rows (0, 1) and (2, 3) interleaved and widened, or a quad row split in two */
 PYTPP_INLINE __m512i i8_gv_widen(__m256i x, int sgn)
