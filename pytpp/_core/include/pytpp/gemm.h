@@ -48,6 +48,12 @@ typedef struct pytpp_gemm_kernels {
      * batch) as the block to prefetch during the last one: pass the next chunk's first block,
      * or the last block again. */
     pytpp_ukr_fn ukr_pf[PYTPP_NV_MAX][PYTPP_MR_MAX][2];
+    /* How a BRGEMM reduction streaming from memory is fetched, as measured for this table: 1,
+     * by the PF variants (chunks of a quarter of L2); 0, by the driver, which brings the next
+     * chunk into L2 a slice per tile of this one (lookahead.h) while the plain variants run
+     * (chunks of an eighth). One Zen 5 core, 2000 x 64^3: AVX-512 f32 PF 218.9 GFLOP/s,
+     * look-ahead 170-177; f64 76 / 89; AVX2 f64 40 / 51-53, f32 90 / 94-99. */
+    int stream_pf;
     /* Few rows of A (gemm_dot.inc), flags PYTPP_DOT_*. dot_nt: C (m x n) (+)= A B^T, A (m x k)
      * and B (n x k) rows with unit stride along k, every row of B read once per group of 4 rows
      * of A (x @ w.T at small m). dot_nn: the same for B (k x n) with unit column stride (x @ W)

@@ -1,5 +1,6 @@
-/* Look-ahead fetches for the drivers that pack an operand block by block (the Goto GEMM's B
- * blocks, attention's per-head K and V): while the micro-kernels compute on the current block,
+/* Look-ahead fetches for the drivers that work block by block (the Goto GEMM's B blocks,
+ * attention's per-head K and V, a streaming BRGEMM's chunks): while the micro-kernels compute
+ * on the current block,
  * which leaves the memory idle, the raw data of the next one is fetched into L2 a slice at a
  * time, so its packing then reads L2 instead of waiting on memory. Spread evenly over the
  * current block's kernel calls rather than issued at once: a burst fills the miss buffers and
@@ -9,7 +10,7 @@
 #include <stdint.h>
 #include "pytpp/partition.h"
 
-#define PYTPP_AHEAD_REGIONS 4
+#define PYTPP_AHEAD_REGIONS 16
 
 /* Up to PYTPP_AHEAD_REGIONS regions of `rows` rows of `row_bytes`, `stride` bytes apart */
 typedef struct pytpp_ahead {
