@@ -28,8 +28,10 @@ typedef struct plan {
 
 static size_t dtype_size(int dtype) { return dtype == PYTPP_F64 ? 8 : 4; }
 
+/* cold: the operands come from memory even if this product's fit L2 (one of many independent
+ * products that together exceed it), so they are fetched as a streaming reduction's are */
 static void make_plan(plan *p, const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
-                      const pytpp_gemm_desc *d, int64_t count)
+                      const pytpp_gemm_desc *d, int64_t count, int cold)
 {
     p->kt = kt;
     p->d = d;
@@ -51,8 +53,9 @@ static void make_plan(plan *p, const pytpp_gemm_kernels *kt, const pytpp_cache_i
     if (chunk < 2) chunk = 2;
     const double total = (double)pair * (double)count,
                  l2 = (double)(ci && ci->l2 > 0 ? ci->l2 : PYTPP_DEFAULT_L2);
-    if (total <= l2) chunk = CHUNK_MAX;  /* all in L2: C stays in registers over the batch */
-    p->streaming = total > l2;  /* (prefetching in-L2 operands measured 20% slower for fp64) */
+    const int stream = total > l2 || cold;
+    if (!stream) chunk = CHUNK_MAX;  /* all in L2: C stays in registers over the batch */
+    p->streaming = stream;  /* (prefetching in-L2 operands measured 20% slower for fp64) */
     if (chunk > CHUNK_MAX) chunk = CHUNK_MAX;
     if (chunk > count) chunk = count;
     if (chunk < 1) chunk = 1;
@@ -191,7 +194,7 @@ static void serial_or_parallel(const plan *p, const void *a, const void *b, int6
 
 static int brgemm_impl(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
                        const pytpp_gemm_desc *d, const void *a, const void *b, void *c,
-                       const pytpp_batch *bt, int nthreads)
+                       const pytpp_batch *bt, int nthreads, int cold)
 {
     if (d->m <= 0 || d->n <= 0) return 0;
     pytpp_batch none;
@@ -202,7 +205,7 @@ static int brgemm_impl(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
         bt = &none;
     }
     plan p;
-    make_plan(&p, kt, ci, d, bt->count);
+    make_plan(&p, kt, ci, d, bt->count, cold);
     if (d->csb == 1 || d->k == 0 || bt->count == 0) {
         serial_or_parallel(&p, a, b, d->ldb, c, bt, nthreads);
         return 0;
@@ -233,7 +236,7 @@ int pytpp_brgemm(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
                  const pytpp_gemm_desc *d, const void *a, const void *b, void *c,
                  const pytpp_batch *batch, int nthreads)
 {
-    return brgemm_impl(kt, ci, d, a, b, c, batch, nthreads);
+    return brgemm_impl(kt, ci, d, a, b, c, batch, nthreads, 0);
 }
 
 int pytpp_brgemm_many(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
@@ -243,6 +246,11 @@ int pytpp_brgemm_many(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
 {
     const int64_t esz = (int64_t)dtype_size(d->dtype);
     if (many <= 0) return 0;
+    /* 64 products of 16 x 64^3 (32 MiB), one Zen 5 core: f32 159 -> 215 GFLOP/s, f64 72 -> 81
+     * fetched as streaming reductions (AVX2: 87 -> 98, 36 -> 49) */
+    const double all = (double)many * (double)batch->count * (double)esz *
+                       (double)(d->m * d->k + d->k * d->n);
+    const int cold = all > (double)(ci && ci->l2 > 0 ? ci->l2 : PYTPP_DEFAULT_L2);
     const double flops = 2.0 * d->m * d->n * d->k * (double)batch->count * (double)many;
     if (many < nthreads || nthreads <= 1 || flops < PYTPP_BRGEMM_PAR_MIN_FLOPS) {
         /* few independent products: let each one use the threads itself */
@@ -250,7 +258,7 @@ int pytpp_brgemm_many(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
         for (int64_t o = 0; o < many && !err; ++o)
             err = brgemm_impl(kt, ci, d, (const char *)a + o * outer_a * esz,
                               (const char *)b + o * outer_b * esz, (char *)c + o * outer_c * esz,
-                              batch, many < nthreads ? nthreads : 1);
+                              batch, many < nthreads ? nthreads : 1, cold);
         return err;
     }
     int err = 0;
@@ -258,6 +266,6 @@ int pytpp_brgemm_many(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
     for (int64_t o = 0; o < many; ++o)
         err |= brgemm_impl(kt, ci, d, (const char *)a + o * outer_a * esz,
                            (const char *)b + o * outer_b * esz, (char *)c + o * outer_c * esz,
-                           batch, 1);
+                           batch, 1, cold);
     return err ? -1 : 0;
 }
