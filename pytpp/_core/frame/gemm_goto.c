@@ -422,13 +422,14 @@ static void run_dot(const eng *e, const pytpp_mm_desc *d, const char *a, const c
 }
 
 /* bf16, a few rows of x against w in torch's layout (x @ w.T): products of rows (e->rows_bt:
- * the native AVX512_BF16 kernel on x as it lies, or the widened AVX2 table's on x widened once), threads over w's rows in units
- * of 64 (the kernel's block). Every output is the packed GEMM's chain of FMAs in the same order
- * under the same DAZ+FTZ, so the same bits; w is read once and nothing its size is written. */
+ * the native AVX512_BF16 kernel on x as it lies, or the widened AVX2 table's on x widened
+ * once), threads over w's rows in units of 64 (the kernel's block). Every output is the packed
+ * GEMM's chain of products in the same order under the same DAZ+FTZ, so the same bits; w is
+ * read once and nothing its size is written. */
 static int use_dot_bf16(const eng *e, const pytpp_mm_desc *d)
 {
-    return e->rows_bt && e->rows_bt->dot_bt && d->rsb == 1 && d->m <= PYTPP_MM_DOT_BF16_MAX_M &&
-           d->k >= PYTPP_MM_DOT_MIN_K;
+    return e->rows_bt && e->rows_bt->dot_bt && d->rsb == 1 &&
+           d->m <= PYTPP_MM_DOT_BF16_MAX_M && d->k >= PYTPP_MM_DOT_MIN_K;
 }
 
 /* x widened for the products of rows: fp32 rows of ldx = k rounded up to even plus 16 (not a
@@ -447,8 +448,8 @@ static float *widen_rows(const pytpp_mm_desc *d, const char *a, int64_t *ldx)
  * 16-column panels contiguous. */
 static int use_dot_bf16_bn(const eng *e, const pytpp_mm_desc *d)
 {
-    return e->rows_bn && e->rows_bn->dot_bn && d->csb == 1 && d->m <= PYTPP_MM_DOT_BF16_MAX_M &&
-           d->k >= PYTPP_MM_DOT_MIN_K;
+    return e->rows_bn && e->rows_bn->dot_bn && d->csb == 1 &&
+           d->m <= PYTPP_MM_DOT_BF16_MAX_M && d->k >= PYTPP_MM_DOT_MIN_K;
 }
 
 /* The same over a PackedMatrix's panels: only the widened table's own (16 columns, widened
