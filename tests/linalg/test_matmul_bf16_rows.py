@@ -111,6 +111,20 @@ def test_rows_special_values(rng):
         np.testing.assert_array_equal(got, results["ref"], err_msg=name)
 
 
+@pytest.mark.parametrize("m", [1, 5, 9])
+@pytest.mark.parametrize("n", [57, 63, 121, 191])
+def test_rows_last_block_of_57_to_63_columns(rng, m, n):
+    """A row of x alone (or the last of a group of four) against a last block of 57-63 rows of
+    w: the widest remainder block of the widened kernel (8 vectors, the last masked), on every
+    kernel."""
+    x, w = rand(rng, (m, 130)), rand(rng, (n, 130))
+    ref = chain_reference(x, w)
+    for name in KERNELS:
+        got = np.full((m, n), np.nan, np.float32)   # every output must be written
+        with_kernel(name, lambda: pytpp.matmul(x, w.T, out=got))
+        np.testing.assert_array_equal(bits(got), bits(ref), err_msg=f"{name} m={m} n={n}")
+
+
 @pytest.mark.parametrize("k", [129, 255, 301])
 def test_rows_never_read_past_k(isa, rng, k):
     """x and w as column slices of wider arrays whose next column is NaN: the last pair of an

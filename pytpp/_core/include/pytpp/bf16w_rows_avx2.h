@@ -229,7 +229,8 @@ bf16w_panel_dot(const int R, const int V, int64_t kq, const float *x, int64_t ld
 
 /* Rows r < R of x over the panel's nb columns in register blocks of V vectors (8 FMA chains or
  * more in flight: one row over 8 vectors, two over 4, three over 4, four over 2); the rest of
- * the columns as one block of as many vectors as they need, its last one masked. */
+ * the columns as one block of as many vectors as they need (up to V, the last one masked: 57
+ * to 63 columns left for one row take 8). */
 #define BF16W_PANEL_REST(R, U)                                                                \
     case U:                                                                                   \
         bf16w_panel_dot(R, U, kq, xi, ldx, panel + j_, ci + j_, ldc, acc, left_ - 8 * (U - 1)); \
@@ -244,7 +245,7 @@ bf16w_panel_dot(const int R, const int V, int64_t kq, const float *x, int64_t ld
                 switch ((left_ + 7) / 8) {                                                    \
                     BF16W_PANEL_REST(R, 1) BF16W_PANEL_REST(R, 2) BF16W_PANEL_REST(R, 3)      \
                     BF16W_PANEL_REST(R, 4) BF16W_PANEL_REST(R, 5) BF16W_PANEL_REST(R, 6)      \
-                    BF16W_PANEL_REST(R, 7)                                                    \
+                    BF16W_PANEL_REST(R, 7) BF16W_PANEL_REST(R, 8)                             \
                 default: break;                                                               \
                 }                                                                             \
         }                                                                                     \
