@@ -79,7 +79,7 @@ static void pack_b_bf16(const lp_plan *L, const uint16_t *b, int64_t kk, int64_t
         /* whole pairs as 32-bit words: VNNI rows copied, two plain rows interleaved */
         uint32_t *out = (uint32_t *)dst;
         const int64_t full = kk / 2;
-        if (cols < R || kk & 1) memset(dst, 0, (size_t)(kp * R * L->psz));
+        if (cols < R) memset(dst, 0, (size_t)(kp * R * L->psz));   /* the panel's spare columns */
         for (int64_t q = 0; q < full; ++q, out += R) {
             if (vnni) {
                 memcpy(out, b + q * d->rs_g, (size_t)cols * 4);

@@ -48,18 +48,25 @@ static inline __attribute__((always_inline)) void bf16n_transpose16(__m512i r[16
     }
 }
 
+/* r[q] = pair q of the nb (<= 16, zero rows past) rows of w (row stride ldb) over `rest` (<= 32,
+ * zero past) values of k; each row's line BF16N_PF_BYTES ahead prefetched */
+static inline __attribute__((always_inline)) void
+bf16n_tile(const uint16_t *w, int64_t ldb, int64_t nb, int64_t rest, __m512i r[16])
+{
+    const __mmask32 km = rest >= 32 ? (__mmask32)~0u : (__mmask32)((1u << rest) - 1u);
+    for (int i = 0; i < 16; ++i) {
+        r[i] = _mm512_maskz_loadu_epi16(i < nb ? km : 0, w + i * ldb);
+        if (i < nb) __builtin_prefetch(w + i * ldb + BF16N_PF_BYTES / 2, 0, 3);
+    }
+    bf16n_transpose16(r);
+}
+
 /* t[q] = pair q of the nb (<= 16, zero rows past) rows of w for kcb values of k (zero past) */
 static void bf16n_panel(int64_t kcb, const uint16_t *w, int64_t ldb, int64_t nb, __m512i *t)
 {
     for (int64_t p = 0; p < kcb; p += 32) {
-        const int64_t rest = kcb - p;
-        const __mmask32 km = rest >= 32 ? (__mmask32)~0u : (__mmask32)((1u << rest) - 1u);
         __m512i r[16];
-        for (int i = 0; i < 16; ++i) {
-            r[i] = _mm512_maskz_loadu_epi16(i < nb ? km : 0, w + i * ldb + p);
-            if (i < nb) __builtin_prefetch(w + i * ldb + p + BF16N_PF_BYTES / 2, 0, 3);
-        }
-        bf16n_transpose16(r);
+        bf16n_tile(w + p, ldb, nb, kcb - p, r);
         for (int q = 0; q < 16; ++q) t[p / 2 + q] = r[q];
     }
 }
@@ -82,10 +89,7 @@ bf16n_block(const int MR, int64_t k, const uint16_t *x, int64_t ldx, const uint1
     int64_t p = 0;
     for (; p + 32 <= k; p += 32) {
         __m512i r[16];
-        for (int i = 0; i < 16; ++i)
-            r[i] = _mm512_maskz_loadu_epi32(i < nb ? 0xFFFF : 0, w + i * ldb + p);
-        for (int i = 0; i < nb; ++i) __builtin_prefetch(w + i * ldb + p + BF16N_PF_BYTES / 2, 0, 3);
-        bf16n_transpose16(r);
+        bf16n_tile(w + p, ldb, nb, 32, r);
         for (int q = 0; q < 16; ++q)
             for (int i = 0; i < MR; ++i)
                 acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)r[q],
@@ -93,11 +97,8 @@ bf16n_block(const int MR, int64_t k, const uint16_t *x, int64_t ldx, const uint1
     }
     if (p < k) {   /* the last k % 32 values, zeros past k on both sides */
         const int64_t rest = k - p;
-        const __mmask32 km = (__mmask32)((1u << rest) - 1u);
         __m512i r[16];
-        for (int i = 0; i < 16; ++i)
-            r[i] = _mm512_maskz_loadu_epi16(i < nb ? km : 0, w + i * ldb + p);
-        bf16n_transpose16(r);
+        bf16n_tile(w + p, ldb, nb, rest, r);
         for (int64_t q = 0; 2 * q < rest; ++q)
             for (int i = 0; i < MR; ++i) {
                 const uint16_t *xp = x + i * ldx + p + 2 * q;

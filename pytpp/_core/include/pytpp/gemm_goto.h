@@ -55,17 +55,17 @@ typedef struct pytpp_pk_kernels {
     int nopack_l2_x8;              /* no packing while A + B take at most this many eighths of L2
                                     * (0: the Zen 4 default, all of L2) */
     int nc_max_kib;                /* the B block at most this many KiB (0: no cap) */
-    /* Widened bf16 only (else NULL), for B^T = w in torch's layout (n rows of k, row stride
-     * ldb). pack_bt: dst[p * ldd + j] = B[p ^ 1][j] widened, p < kcb rounded up to even (zero
-     * past an odd kcb), j < ncb: a panel of this table's layout for ldd = NR. dot_bt: products
-     * of rows, C (m x n, row stride ldc) (+)= X B for X (m x k) widened as the A panels are
-     * (fp32 rows of ldx, pairs odd first, k padded to even), the packed kernels' bits under
-     * DAZ+FTZ; flags PYTPP_DOT_ACCUMULATE. dot_bn: the same for B (k x n) with unit column
-     * stride in groups of 16 columns (row i of the group of column j at b + i * ldrow +
-     * (j / 16) * ldgroup), its rows in k order (W as given) or, `swapped`, in the widened
-     * order with k padded to even (a PackedMatrix block: ldrow 16, ldgroup 16 x its depth).
-     * rows_raw: this table's dot_bt takes X as it lies instead (bf16 rows of ldx, nothing read
-     * past k; the native AVX512_BF16 table, bf16_rows_avx512.h). */
+    /* Widened bf16 (else NULL; the native table has dot_bt alone, rows_raw), for B^T = w in torch's
+     * layout (n rows of k, row stride ldb). pack_bt: dst[p * ldd + j] = B[p ^ 1][j] widened, p <
+     * kcb rounded up to even (zero past an odd kcb), j < ncb: a panel of this table's layout for
+     * ldd = NR. dot_bt: products of rows, C (m x n, row stride ldc) (+)= X B for X (m x k) widened
+     * as the A panels are (fp32 rows of ldx, pairs odd first, k padded to even), the packed
+     * kernels' bits under DAZ+FTZ; flags PYTPP_DOT_ACCUMULATE. dot_bn: the same for B (k x n) with
+     * unit column stride in groups of 16 columns (row i of the group of column j at b + i * ldrow +
+     * (j / 16) * ldgroup), its rows in k order (W as given) or, `swapped`, in the widened order
+     * with k padded to even (a PackedMatrix block: ldrow 16, ldgroup 16 x its depth). rows_raw:
+     * this table's dot_bt takes X as it lies instead (bf16 rows of ldx, nothing read past k; the
+     * native AVX512_BF16 table, bf16_rows_avx512.h). */
     void (*pack_bt)(const void *bt, int64_t ldb, int64_t kcb, int64_t ncb, void *dst,
                     int64_t ldd);
     void (*dot_bt)(int64_t m, int64_t n, int64_t k, const void *x, int64_t ldx, const void *bt,
