@@ -187,8 +187,10 @@ def test_a_killed_worker_costs_a_retry(rng):
                                        dashboard_address=":0", silence_logs=50)
     try:
         with distributed.Client(cluster) as c:
-            # ~60 GFLOP, a few seconds here; made on the workers (ones: the result is exact)
-            da_a = da.ones((3072, 3072), chunks=512)
+            # ~460 GFLOP: seconds on 2 AVX2 cores, still about one on 2 Zen 5 cores at full
+            # AVX-512 width (60 GFLOP finished there before the kill); made on the workers
+            # (ones: the float32 result is exact)
+            da_a = da.ones((6144, 6144), chunks=512, dtype=np.float32)
             pids = c.run(_pid)
             future = c.compute(pytpp.dask.matmul(da_a, da_a))
             deadline = time.monotonic() + 20
@@ -199,7 +201,7 @@ def test_a_killed_worker_costs_a_retry(rng):
             assert not future.done()                   # killed in the middle, not after
             os.kill(next(iter(pids.values())), signal.SIGKILL)
             result = future.result(timeout=90)
-            np.testing.assert_array_equal(result, 3072.0)
+            np.testing.assert_array_equal(result, 6144.0)
     finally:
         cluster.close(timeout=20)
 
