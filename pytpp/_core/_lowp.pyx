@@ -3,6 +3,8 @@
 pointers in, the C driver out, GIL released. The caller (pytpp.tpp._lowp) validated shapes,
 strides, dtypes and bounds: this module only turns them into the C descriptor."""
 cimport numpy as cnp
+import ml_dtypes
+import numpy as np
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.stdint cimport int64_t, int32_t, uint32_t
 from pytpp._core._runtime cimport num_threads, features, level
@@ -38,6 +40,22 @@ BF16_KERNELS = tuple(pytpp_bf16_kernels[i].name.decode() for i in range(PYTPP_BF
     + ("avx2_lanes",)
 cdef int _BF16_LANES = PYTPP_BF16_NKERNELS
 cdef int _best_isa = _runtime.LEVELS.index(_runtime.best_isa())
+
+
+cdef int _BF16_TYPENUM = np.dtype(ml_dtypes.bfloat16).num
+
+
+cdef inline int _typenum(int lp_type) noexcept:
+    """numpy's type number of an operand type (enum pytpp_lowp_type)."""
+    if lp_type == PYTPP_LP_U8:
+        return cnp.NPY_UINT8
+    if lp_type == PYTPP_LP_S8:
+        return cnp.NPY_INT8
+    if lp_type == PYTPP_LP_I32:
+        return cnp.NPY_INT32
+    if lp_type == PYTPP_LP_F32:
+        return cnp.NPY_FLOAT32
+    return _BF16_TYPENUM
 
 
 def i8_kernels_available(bint a_signed=False, bint b_signed=True, bint a7=False):
@@ -289,6 +307,67 @@ cdef class LowpHandle:
         with nogil:
             pytpp_lowp_pack_b(&self.ks, &self.desc, pb, pd)
         return dst
+
+    def fast_call(self, a, b, c, count=None):
+        """Run ``h(a, b, c)`` (GEMM: count None) or ``h(a, b, c, count)`` (stride batch) at once
+        when every operand is an exact numpy array, C-contiguous, aligned and in native byte
+        order, of exactly this handle's types and shapes, c writeable and sharing no memory
+        with a or b, count an int >= 0: the checks of the Python handle at a tenth of their
+        cost (an in-cache 16 x 64^3 8-bit BRGEMM takes 8 us). Returns False, having done
+        nothing, for anything else: the Python handle's checks then take the call."""
+        cdef int64_t n_ = 1
+        cdef int batched = count is not None
+        if batched:
+            if type(count) is not int or count < 0:
+                return False
+            n_ = count
+        if type(a) is not cnp.ndarray or type(b) is not cnp.ndarray or type(c) is not cnp.ndarray:
+            return False
+        cdef cnp.ndarray xa = <cnp.ndarray>a, xb = <cnp.ndarray>b, xc = <cnp.ndarray>c
+        if not (cnp.PyArray_IS_C_CONTIGUOUS(xa) and cnp.PyArray_ISBEHAVED_RO(xa)
+                and cnp.PyArray_IS_C_CONTIGUOUS(xb) and cnp.PyArray_ISBEHAVED_RO(xb)
+                and cnp.PyArray_IS_C_CONTIGUOUS(xc) and cnp.PyArray_ISBEHAVED(xc)):
+            return False
+        if (cnp.PyArray_TYPE(xa) != _typenum(self.desc.a_type)
+                or cnp.PyArray_TYPE(xb) != _typenum(self.desc.b_type)
+                or cnp.PyArray_TYPE(xc) != _typenum(self.desc.c_type)):
+            return False
+        cdef int g = self.desc.g
+        cdef int lead = 1 if batched else 0
+        if (xc.ndim != 2 or xc.shape[0] != self.m or xc.shape[1] != self.n
+                or xa.ndim != 2 + lead or xa.shape[lead] != self.m or xa.shape[lead + 1] != self.k
+                or xb.ndim != 2 + lead + (g > 1) or (batched and (xa.shape[0] < n_
+                                                                 or xb.shape[0] < n_))):
+            return False
+        if g == 1 and (xb.shape[lead] != self.k or xb.shape[lead + 1] != self.n):
+            return False
+        if g > 1 and (xb.shape[lead] != (self.k + g - 1) // g or xb.shape[lead + 1] != self.n
+                      or xb.shape[lead + 2] != g):
+            return False
+        cdef const char *pa = <const char *>cnp.PyArray_DATA(xa)
+        cdef const char *pb = <const char *>cnp.PyArray_DATA(xb)
+        cdef char *pc = <char *>cnp.PyArray_DATA(xc)
+        cdef const char *ec = pc + cnp.PyArray_NBYTES(xc)
+        if ((pc < pa + cnp.PyArray_NBYTES(xa) and pa < ec)
+                or (pc < pb + cnp.PyArray_NBYTES(xb) and pb < ec)):
+            return False
+        cdef pytpp_batch bt
+        bt.mode = PYTPP_BATCH_STRIDE
+        bt.count = n_
+        bt.stride_a = self.stride_a
+        bt.stride_b = self.stride_b
+        bt.off_a = NULL
+        bt.off_b = NULL
+        bt.ptr_a = NULL
+        bt.ptr_b = NULL
+        cdef int err
+        with nogil:
+            err = pytpp_lowp_brgemm(&self.ks, &self.desc, pa, pb, pc, &bt, NULL, num_threads())
+        if err == -1:
+            raise MemoryError("pytpp: no memory for the packed panels")
+        if err:
+            raise ValueError("pytpp: the 8-bit kernel cannot take these operand types")
+        return True
 
     def __repr__(self):
         return f"LowpHandle({self.descriptor!r})"

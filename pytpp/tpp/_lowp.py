@@ -139,6 +139,8 @@ class LowpKernel(_handles.Kernel):
         self._b_shape = (self._kq, n, self._v) if b_vnni else (k, n)
         self._family = "bf16" if dt == BF16 else "i8"
         self._a7 = False
+        # arguments of a call the fast path takes (0: none)
+        self._fast_nargs = 3 if kind == "gemm" else 4 if batch == "stride" else 0
 
     # operand checks -------------------------------------------------------------------------
     def _dtype_ok(self, x, want, name):
@@ -182,6 +184,11 @@ class LowpKernel(_handles.Kernel):
         """Run the product (see the class). `comp`: int32 (n,) values added to every row of an
         int32 C after the sums (the zero-point compensation of asymmetric quantization, e.g.
         ``-a_zero_point * column sums of B``), in the same pass."""
+        # the common call (exact arrays of the handle's types, C-contiguous, c apart) checked
+        # and run in one Cython call; anything else takes the checks below
+        if (comp is None and not self._a7 and not _forced[self._family]
+                and len(args) == self._fast_nargs and self.c_handle.fast_call(*args)):
+            return args[2]
         m, n, k = self._m, self._n, self._k
         mode = self._batch
         a_shape = (m, k)

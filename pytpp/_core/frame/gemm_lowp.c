@@ -312,6 +312,102 @@ static void lp_run_gemv(const lp_plan *L, const void *a, const void *b, int32_t 
         d->epilogue(d->epi_ctx, c + j0, ldc, 0, m, j0, j1 - j0);
 }
 
+/* The direct kernels of a call, or NULL for the packed path: the family's 32-bit lane is one
+ * word of the caller's operands (bf16 pairs; u8 x s8 quads), A's rows have unit column stride
+ * and whole words (k a multiple of the word), B is in the family's VNNI layout, and A and B of
+ * the whole batch fit in L2 together (in-cache BRGEMM: packing both per call took 55-60% of the
+ * time of 16 x 64^3; a bigger operand is read more often than packing it once costs). */
+#define LP_DIRECT_BYTES (512 * 1024)
+typedef pytpp_lowp_brd_fn lp_brd_table[PYTPP_PK_NV_MAX][PYTPP_PK_MR_MAX][2];
+static const lp_brd_table *lp_direct(const lp_plan *L, const pytpp_batch *bt)
+{
+    const pytpp_lowp_desc *d = L->d;
+    const lp_brd_table *t = L->ks->i8 ? &L->ks->i8->brd : L->widened ? NULL : &L->pk->brd;
+    const int64_t w = L->ks->i8 ? 4 : 2;   /* elements per word */
+    if (!t || !(*t)[0][0][0] || (L->ks->i8 && L->group != 4)) return NULL;
+    if (d->b_packed || d->csa != 1 || d->k % w || d->g != w || d->rs_e != 1 || d->cs != w)
+        return NULL;
+    const double bytes = (double)bt->count * (double)d->k * (double)(d->m + d->n) * L->in_a;
+    return bytes <= LP_DIRECT_BYTES ? t : NULL;
+}
+
+/* Rows of C per register block of a direct call: ceil(m / the main height) blocks of as equal
+ * heights as can be (64 rows: 6 of 10-11, not 5 of 12 and one of 4 whose few accumulator chains
+ * wait on the dot product's latency). */
+static int64_t lp_direct_blocks(const lp_plan *L)
+{
+    const int64_t mr = L->ks->i8 ? L->ks->i8->mr_main : L->pk->mr_main;
+    return (L->d->m + mr - 1) / mr;
+}
+
+/* One thread's part of a direct call over nb batch elements (ap, bp: where each A and B
+ * starts): column panels [q0, q1) x row blocks [r0, r1) of C (4-byte elements, row stride ldc);
+ * the epilogue runs on each finished column panel (all rows). */
+static void lp_run_direct(const lp_plan *L, const lp_brd_table *t, int64_t nb,
+                          const char *const *ap, const char *const *bp, char *c, int64_t ldc,
+                          int64_t q0, int64_t q1, int64_t r0, int64_t r1)
+{
+    const pytpp_lowp_desc *d = L->d;
+    const int64_t NR = L->nr, VL = L->vl, w = L->ks->i8 ? 4 : 2, blocks = lp_direct_blocks(L);
+    const int64_t lda = d->rsa * L->in_a, ldb = d->rs_g * L->in_b;
+    const int ftz = L->ks->i8 ? L->ks->i8->ftz : L->pk->ftz;
+    const unsigned fp_mode = ftz ? pytpp_ftz_enter() : 0;
+    for (int64_t q = q0; q < q1; ++q) {
+        const int64_t j0 = q * NR, cols = d->n - j0 < NR ? d->n - j0 : NR;
+        const int64_t nv = (cols + VL - 1) / VL, tail = cols - (nv - 1) * VL;
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t i0 = d->m * r / blocks, rows = d->m * (r + 1) / blocks - i0;
+            (*t)[nv - 1][rows - 1][tail != VL](d->k / w, nb, ap, i0 * lda, lda, bp,
+                                               j0 * w * L->in_b, ldb,
+                                               c + (i0 * ldc + j0) * 4, ldc, d->accumulate,
+                                               tail);
+        }
+        if (d->epilogue && r0 == 0 && r1 == blocks)
+            d->epilogue(d->epi_ctx, c + j0 * 4, ldc, 0, d->m, j0, cols);
+    }
+    if (ftz) pytpp_ftz_leave(fp_mode);
+}
+
+/* A direct call (lp_direct): the threads split the column panels, or the row blocks when there
+ * are fewer panels than threads (then the epilogue runs once all rows are done). */
+static int lp_direct_brgemm(const lp_plan *L, const lp_brd_table *t, const void *a,
+                            const void *b, char *c, int64_t ldc, const pytpp_batch *bt,
+                            int nthreads)
+{
+    const pytpp_lowp_desc *d = L->d;
+    const int64_t nb = bt->count;
+    const char **ptrs = (const char **)malloc((size_t)(2 * nb) * sizeof(char *));
+    if (!ptrs) return -1;
+    for (int64_t e = 0; e < nb; ++e) {
+        ptrs[e] = batch_ptr(bt, a, e, 0, L->in_a);
+        ptrs[nb + e] = batch_ptr(bt, b, e, 1, L->in_b);
+    }
+    const int64_t npan = (d->n + L->nr - 1) / L->nr, rblocks = lp_direct_blocks(L);
+    const double work = (double)d->m * (double)d->n * (double)d->k * (double)nb;
+    int nt = nthreads < 1 || work < 1e6 ? 1 : nthreads;
+    const int by_cols = npan >= nt;
+    if (nt > (by_cols ? npan : rblocks)) nt = (int)(by_cols ? npan : rblocks);
+    if (nt <= 1) {
+        lp_run_direct(L, t, nb, ptrs, ptrs + nb, c, ldc, 0, npan, 0, rblocks);
+    } else {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+        {
+            const int64_t th = omp_get_thread_num(), team = omp_get_num_threads();
+            const int64_t parts = by_cols ? npan : rblocks;
+            const int64_t p0 = parts * th / team, p1 = parts * (th + 1) / team;
+            if (by_cols) lp_run_direct(L, t, nb, ptrs, ptrs + nb, c, ldc, p0, p1, 0, rblocks);
+            else lp_run_direct(L, t, nb, ptrs, ptrs + nb, c, ldc, 0, npan, p0, p1);
+        }
+#else
+        lp_run_direct(L, t, nb, ptrs, ptrs + nb, c, ldc, 0, npan, 0, rblocks);
+#endif
+        if (!by_cols && d->epilogue) d->epilogue(d->epi_ctx, c, ldc, 0, d->m, 0, d->n);
+    }
+    free(ptrs);
+    return 0;
+}
+
 static void bf16_round_rows(const float *src, uint16_t *dst, int64_t m, int64_t n, int64_t ldc)
 {
     pytpp_cvt_f32_bf16(src, dst, m, n, n, ldc, 1);
@@ -439,6 +535,8 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
         if (!d->accumulate)
             for (int64_t i = 0; i < m; ++i) memset(cw + i * ldc * 4, 0, (size_t)n * 4);
         if (d->epilogue) d->epilogue(d->epi_ctx, cw, ldc, 0, m, 0, n);
+    } else if (lp_direct(&L, batch)) {
+        err = lp_direct_brgemm(&L, lp_direct(&L, batch), a, b, cw, ldc, batch, nthreads);
     } else {
         int64_t kp = round_up(L.kc < d->k ? L.kc : d->k, 4);  /* >= any k_pad */
         if (kp < L.fold * k_padded(&L, d->k)) kp = L.fold * k_padded(&L, d->k);

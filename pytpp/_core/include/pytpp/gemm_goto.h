@@ -41,6 +41,17 @@ extern "C" {
 typedef void (*pytpp_pk_ukr_fn)(int64_t kd, const void *a, const void *b, void *c, int64_t ldc,
                                 int accumulate, int64_t n_last);
 
+/* Direct batch-reduce micro-kernel of the low-precision engine: the operands as the caller laid
+ * them out, for families whose 32-bit lane is one input word (bf16 pairs; u8 x s8 quads):
+ * C[0:mr, 0:ncols] (4-byte elements) = (accumulate ? C : 0) + sum_e A_e B_e over ks k steps of
+ * one word each, e < nb. A_e row i at ap[e] + a_off + i*lda, its words in k order; B_e word row s
+ * (VNNI: one word per column) at bp[e] + b_off + s*ldb; offsets and strides in bytes. Per output
+ * the same chain, in the same order, as the packed kernels of the family: the same bits. The last
+ * vector of a row is masked to n_last lanes (loads of B included) in the _tail variants. */
+typedef void (*pytpp_lowp_brd_fn)(int64_t ks, int64_t nb, const char *const *ap, int64_t a_off,
+                                  int64_t lda, const char *const *bp, int64_t b_off, int64_t ldb,
+                                  void *c, int64_t ldc, int accumulate, int64_t n_last);
+
 typedef struct pytpp_pk_kernels {
     const char *name;              /* e.g. "avx512", "avx512_bf16" (native bf16) */
     pytpp_table_info info;
@@ -73,6 +84,7 @@ typedef struct pytpp_pk_kernels {
     void (*dot_bn)(int64_t m, int64_t n, int64_t k, const float *x, int64_t ldx, const void *b,
                    int64_t ldrow, int64_t ldgroup, int swapped, float *c, int64_t ldc, int flags);
     int rows_raw;
+    pytpp_lowp_brd_fn brd[PYTPP_PK_NV_MAX][PYTPP_PK_MR_MAX][2]; /* bf16: direct kernels */
 } pytpp_pk_kernels;
 
 /* Widened bf16 (AVX2): fp32 kernels on bf16 operands widened (exactly) while packing, k padded to

@@ -48,6 +48,8 @@ typedef struct pytpp_i8_kernels {
     int vl;                     /* int32 lanes per vector */
     int nv_main, mr_main;       /* main register block: mr_main x nv_main vectors */
     pytpp_i8_ukr_fn ukr[PYTPP_PK_NV_MAX][PYTPP_PK_MR_MAX][2]; /* [nv-1][mr-1][masked] */
+    /* direct kernels on the caller's A rows and VNNI quads (raw-byte lanes only; else NULL) */
+    pytpp_lowp_brd_fn brd[PYTPP_PK_NV_MAX][PYTPP_PK_MR_MAX][2];
     int group;                  /* k values per 32-bit lane: 2 (int16 pairs), 4 (u8/s8 quads) or
                                  * 1 (fp32: widened bf16) */
     int k_pad;                  /* k is padded to a multiple of this */

@@ -16,6 +16,13 @@ typedef __m256 bvec_t;
         (o) = _mm256_castsi256_ps(_mm256_and_si256(raw_, BF16_HI_MASK));                    \
         (e) = _mm256_castsi256_ps(_mm256_slli_epi32(raw_, 16));                             \
     } while (0)
+/* the pairs of a masked 32-bit load (mask_t: the fp32 shim's lane mask; lanes past it zero) */
+#define V_BF16_PREP_BM(p, m, o, e)                                                          \
+    do {                                                                                    \
+        const __m256i raw_ = _mm256_maskload_epi32((const int *)(p), (m));                  \
+        (o) = _mm256_castsi256_ps(_mm256_and_si256(raw_, BF16_HI_MASK));                    \
+        (e) = _mm256_castsi256_ps(_mm256_slli_epi32(raw_, 16));                             \
+    } while (0)
 #define V_BF16_PREP_A(p, o, e)                                                              \
     do {                                                                                    \
         int32_t x_;                                                                         \

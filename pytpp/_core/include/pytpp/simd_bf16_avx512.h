@@ -20,6 +20,7 @@ typedef __m512i bvec_t;
 #define V_BF16_LEAVE() ((void)0)
 #define V_BF16_PREP_B(p, o, e) ((o) = _mm512_loadu_si512((const void *)(p)), (e) = (o))
 #define V_BF16_PREP_A(p, o, e) ((o) = bf16_bcast_pair(p), (e) = (o))
+#define V_BF16_PREP_BM(p, m, o, e) ((o) = _mm512_maskz_loadu_epi32((m), (const void *)(p)), (e) = (o))
 #define V_BF16_DOT(acc, ao, ae, bo, be) _mm512_dpbf16_ps((acc), (__m512bh)(ao), (__m512bh)(bo))
 #else
 typedef __m512 bvec_t;
@@ -36,6 +37,13 @@ typedef __m512 bvec_t;
         const __m512i pair_ = bf16_bcast_pair(p);                                           \
         (o) = _mm512_castsi512_ps(_mm512_maskz_mov_epi16((__mmask32)0xAAAAAAAAu, pair_));   \
         (e) = _mm512_castsi512_ps(_mm512_slli_epi32(pair_, 16));                            \
+    } while (0)
+/* the pairs of a masked 32-bit load (lanes past the mask zero) */
+#define V_BF16_PREP_BM(p, m, o, e)                                                          \
+    do {                                                                                    \
+        const __m512i raw_ = _mm512_maskz_loadu_epi32((m), (const void *)(p));              \
+        (o) = _mm512_castsi512_ps(_mm512_maskz_mov_epi16((__mmask32)0xAAAAAAAAu, raw_));    \
+        (e) = _mm512_castsi512_ps(_mm512_slli_epi32(raw_, 16));                             \
     } while (0)
 #define V_BF16_DOT(acc, ao, ae, bo, be) _mm512_fmadd_ps((ae), (be), _mm512_fmadd_ps((ao), (bo), (acc)))
 #endif

@@ -23,6 +23,7 @@ static inline float bf16_ref_ftz(float x)
 }
 #define V_BF16_PREP_B(p, o, e) ((o) = bf16_ref_daz((uint32_t)(p)[1] << 16), (e) = bf16_ref_daz((uint32_t)(p)[0] << 16))
 #define V_BF16_PREP_A(p, o, e) V_BF16_PREP_B(p, o, e)
+#define V_BF16_PREP_BM(p, m, o, e) V_BF16_PREP_B((const uint16_t *)(p), o, e)   /* one lane */
 #define V_BF16_DOT(acc, ao, ae, bo, be) bf16_ref_ftz(fmaf((ae), (be), bf16_ref_ftz(fmaf((ao), (bo), (acc)))))
 
 #define BF16_SHAPES(X) PYTPP_ROWS(4)(X, 1) PYTPP_ROWS(4)(X, 2)

@@ -13,6 +13,7 @@ typedef __m256i ivec_t;
  * 3 instructions per 32 products where the int16 kernels spend 4. */
 #define PYTPP_ISA_NAME avx2_u7
 #define I8_GROUP 4
+#define I8_RAW_LANES   /* a lane is 4 input bytes: direct kernels */
 #define V_I8_DOT(acc, a, b)                                                                  \
     _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((a), (b)),                 \
                                               _mm256_set1_epi16(1)))

@@ -25,6 +25,7 @@ PYTPP_INLINE __m512i i8_bcast32(const uint8_t *p)
 #if defined(PYTPP_I8_VNNI)
 #define PYTPP_ISA_NAME avx512_vnni
 #define I8_GROUP 4
+#define I8_RAW_LANES   /* a lane is 4 input bytes: direct kernels */
 #define V_I8_DOT(acc, a, b) _mm512_dpbusd_epi32((acc), (a), (b))
 /* 32 zmm: 12x2 accumulators + 2 B vectors + the broadcast. */
 #define I8_SHAPES(X) PYTPP_ROWS(12)(X, 1) PYTPP_ROWS(12)(X, 2)
