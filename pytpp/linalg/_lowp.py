@@ -65,11 +65,13 @@ def exact_in_int32(k_total: int) -> bool:
     return k_total * _MAX_PRODUCT < 2 ** 31
 
 
-def sum_products_i32(a4, b4, lead_size, m, n) -> np.ndarray:
+def sum_products_i32(a4, b4, lead_size, m, n, out=None) -> np.ndarray:
     """(L, m, n) int32: sum over blocks of a4[l, i] @ b4[l, i], a4 (L, nb, m, k) and
-    b4 (L, nb, k, n) 8-bit of any strides; exact modulo 2**32."""
+    b4 (L, nb, k, n) 8-bit of any strides; exact modulo 2**32. `out`: an int32 (L, m, n) array
+    to write them into (else a new one)."""
     nb, k = a4.shape[1], a4.shape[3]
-    out = np.empty((lead_size, m, n), I32)
+    if out is None:
+        out = np.empty((lead_size, m, n), I32)
     h = _brgemm_handle(m, n, k, dtype=a4.dtype, b_dtype=b4.dtype, beta=0.0)
     for l in range(lead_size):
         h(a4[l], b4[l], out[l], nb)
@@ -91,7 +93,7 @@ def int_result(s32, result, k_total, recompute):
     does (exact: wrapping commutes with sums and products); wider ones need sums that fit int32,
     else `recompute()` gives them exactly in int64."""
     if result.itemsize <= 4:
-        return s32.astype(result, casting="unsafe")
+        return s32.astype(result, casting="unsafe", copy=False)
     if exact_in_int32(k_total):
         return s32.astype(result)
     return recompute().astype(result, casting="unsafe")

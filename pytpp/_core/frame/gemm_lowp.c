@@ -149,15 +149,13 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
     const unsigned fp_mode = ftz ? pytpp_ftz_enter() : 0;
     const int sync = shared && nt > 1 && !d->b_packed;
     const int q_first = shared ? t : 0, q_step = shared ? nt : 1;
-    /* C rows 2 or 4 KiB apart alias in the low 12 address bits: see the 8-bit call below
-     * (integer C only: the lane tables also hold widened bf16, whose fp32 sums keep their
-     * order) */
-    const int alias4k = (ldc * 4) % 2048 == 0 && i8 && L->in_a == 1;
-    int32_t tile[PYTPP_PK_MR_MAX * PYTPP_PK_NV_MAX * 16];
     /* With L->fold > 1 the k ranges of `nb` batch elements (one k block each) are packed one
      * after another into the same panels, so each register block of C runs over all of them in
      * one call instead of storing and reloading C after every element. */
     const int64_t fold = L->fold;
+    /* Raw-byte lanes read A's rows where they lie when they are whole quads (packing them was a
+     * copy: 2.4% of a 1024^3 u8 x s8 product) */
+    const int a_direct = i8 && L->group == 4 && fold == 1 && d->csa == 1 && k % 4 == 0;
     for (int64_t bi = 0; bi < bt->count; bi += fold) {
         const int64_t nb = bt->count - bi < fold ? bt->count - bi : fold;
         for (int64_t k0 = 0; k0 < k; k0 += L->kc) {
@@ -195,6 +193,8 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                     for (int64_t e = 0; e < nb; ++e) {
                         const char *ak = batch_ptr(bt, a, bi + e, 0, L->in_a) +
                                          k0 * d->csa * L->in_a;
+                        if (a_direct)
+                            continue;
                         if (i8)
                             i8->pack_a((const uint8_t *)(ak + pc * MR * d->rsa * L->in_a), d->rsa,
                                        d->csa, rows_all, kk, kpt, kp, d->a_type == PYTPP_LP_S8,
@@ -229,20 +229,12 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                             if (accumulate && r + 1 < pe)   /* the next tile's C rows */
                                 for (int64_t i = (r + 1) * MR; i < (r + 2) * MR && i < m; ++i)
                                     __builtin_prefetch(cq + i * ldc * 4, 1);
-                            if (accumulate && alias4k) {
-                                /* the sums of this k block go to a tile, added to C after
-                                 * it: with C rows 2 or 4 KiB apart the kernel's loads of C
-                                 * waited on the (aliasing) stores of the block before (u8 x s8
-                                 * AVX2: 1024^3 and 1024 x 1024 x 512 5-6% slower than 1000^3;
-                                 * integer sums are exact in any order) */
+                            if (a_direct)
                                 i8->ukr[nv - 1][rows - 1][masked](
-                                    kd, abuf + (r - pc) * apanel, kpt, bblk + q * bpanel, tile,
-                                    NR, 0, tail);
-                                uint32_t *c0 = (uint32_t *)(cq + r * MR * ldc * 4);
-                                for (int64_t i = 0; i < rows; ++i)
-                                    for (int64_t j = 0; j < cols; ++j)
-                                        c0[i * ldc + j] += (uint32_t)tile[i * NR + j];
-                            } else if (i8)
+                                    kd, batch_ptr(bt, a, bi, 0, 1) + k0 + r * MR * d->rsa,
+                                    d->rsa, bblk + q * bpanel,
+                                    (int32_t *)(cq + r * MR * ldc * 4), ldc, accumulate, tail);
+                            else if (i8)
                                 i8->ukr[nv - 1][rows - 1][masked](
                                     kd, abuf + (r - pc) * apanel, kpt, bblk + q * bpanel,
                                     (int32_t *)(cq + r * MR * ldc * 4), ldc, accumulate, tail);

@@ -26,6 +26,7 @@ static const int32_t pytpp_i8_avx2_mask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
                                                0, 0, 0, 0, 0, 0, 0, 0};
 #define I8_MASK(r) _mm256_loadu_si256((const __m256i *)(pytpp_i8_avx2_mask + 8 - (r)))
 #define V_I8_ZERO() _mm256_setzero_si256()
+#define V_I8_ADD(x, y) _mm256_add_epi32((x), (y))
 #define V_I8_LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
 #define V_I8_LOADM(p, r) _mm256_maskload_epi32((const int *)(p), I8_MASK(r))
 #define V_I8_STORE(p, v) _mm256_storeu_si256((__m256i *)(p), (v))

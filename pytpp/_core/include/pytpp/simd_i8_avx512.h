@@ -10,6 +10,7 @@ typedef __m512i ivec_t;
 #define I8_VL 16
 #define I8_MASK(r) ((__mmask16)((1u << (r)) - 1u))
 #define V_I8_ZERO() _mm512_setzero_si512()
+#define V_I8_ADD(x, y) _mm512_add_epi32((x), (y))
 #define V_I8_LOAD(p) _mm512_loadu_si512((const void *)(p))
 #define V_I8_LOADM(p, r) _mm512_maskz_loadu_epi32(I8_MASK(r), (const void *)(p))
 #define V_I8_STORE(p, v) _mm512_storeu_si512((void *)(p), (v))

@@ -10,6 +10,7 @@ typedef int32_t ivec_t;
 #define I8_VL 1
 #define I8_GROUP 2
 #define V_I8_ZERO() 0
+#define V_I8_ADD(x, y) ((int32_t)((uint32_t)(x) + (uint32_t)(y)))
 #define V_I8_LOAD(p) (*(p))
 #define V_I8_LOADM(p, r) (*(p))
 #define V_I8_STORE(p, v) (*(p) = (v))
