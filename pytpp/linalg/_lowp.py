@@ -9,7 +9,21 @@ import numpy as np
 from pytpp import _validate
 from pytpp._typing import Array, ArrayLike
 from pytpp.tpp import _lowp
-from pytpp.tpp._gemm import brgemm as _brgemm_handle
+from pytpp._core import _runtime
+from pytpp.tpp import _cache
+from pytpp.tpp._gemm import brgemm as _brgemm
+
+
+def _brgemm_handle(m, n, k, dtype, b_dtype=None, out_dtype=None, beta=0.0):
+    """pytpp.tpp.brgemm's handle for these numpy dtypes, found in the handle cache under a key
+    that costs no dtype checks (they took 20 of the 24 us of a small 8-bit pytpp.matmul)."""
+    key = ("linalg-lowp", m, n, k, dtype, b_dtype, out_dtype, beta,
+           _runtime.active_isa_index())
+    h = _cache.lookup(key)
+    if h is None:
+        h = _cache.store(key, _brgemm(m, n, k, dtype=dtype, b_dtype=b_dtype,
+                                      out_dtype=out_dtype, beta=beta))
+    return h
 
 INT8 = (np.dtype(np.int8), np.dtype(np.uint8))
 I32 = np.dtype(np.int32)

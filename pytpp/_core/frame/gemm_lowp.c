@@ -116,6 +116,23 @@ static void pack_b(const lp_plan *L, const char *b, int64_t kk, int64_t cols, vo
     else pack_b_bf16(L, (const uint16_t *)b, kk, cols, dst);
 }
 
+/* Columns [0, cols) of B into consecutive panels `panel` bytes apart: VNNI quads by the
+ * table's packer of many panels where it has one, anything else panel by panel. */
+static void pack_b_panels(const lp_plan *L, const char *b, int64_t kk, int64_t cols, char *dst,
+                          int64_t panel)
+{
+    const pytpp_lowp_desc *d = L->d;
+    const pytpp_i8_kernels *i8 = L->ks->i8;
+    if (i8 && i8->pack_b_quads && d->g == 4 && d->rs_e == 1 && d->cs == 4) {
+        i8->pack_b_quads((const uint8_t *)b, d->rs_g, kk, cols, dst, panel);
+        return;
+    }
+    for (int64_t q = 0; q * L->nr < cols; ++q) {
+        const int64_t cq = cols - q * L->nr < L->nr ? cols - q * L->nr : L->nr;
+        pack_b(L, b + q * L->nr * d->cs * L->in_b, kk, cq, dst + q * panel);
+    }
+}
+
 static const char *batch_ptr(const pytpp_batch *bt, const void *base, int64_t i, int which,
                              int64_t esz)
 {
@@ -173,6 +190,11 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                     for (int64_t e = 0; e < nb; ++e) {
                         const char *bk = batch_ptr(bt, b, bi + e, 1, L->in_b) +
                                          (k0 / d->g) * d->rs_g * L->in_b;
+                        if (q_step == 1) {
+                            pack_b_panels(L, bk + n0 * d->cs * L->in_b, kk, nn,
+                                          bbuf + e * kp * NR * L->psz, bpanel);
+                            continue;
+                        }
                         for (int64_t q = q_first; q < npan; q += q_step) {
                             const int64_t cols = nn - q * NR < NR ? nn - q * NR : NR;
                             pack_b(L, bk + (n0 + q * NR) * d->cs * L->in_b, kk, cols,
@@ -480,10 +502,8 @@ void pytpp_lowp_pack_b(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, c
     for (int64_t k0 = 0; k0 < d->k; k0 += L.kc) {
         const int64_t kk = d->k - k0 < L.kc ? d->k - k0 : L.kc;
         const char *bk = (const char *)b + (k0 / d->g) * d->rs_g * L.in_b;
-        for (int64_t n0 = 0; n0 < d->n; n0 += L.nr) {
-            const int64_t cols = d->n - n0 < L.nr ? d->n - n0 : L.nr;
-            pack_b(&L, bk + n0 * d->cs * L.in_b, kk, cols, (char *)dst + packed_offset(&L, k0, kk, n0));
-        }
+        pack_b_panels(&L, bk, kk, d->n, (char *)dst + packed_offset(&L, k0, kk, 0),
+                      k_padded(&L, kk) * L.nr * L.psz);
     }
 }
 

@@ -62,6 +62,10 @@ typedef struct pytpp_i8_kernels {
                    int64_t lda, int64_t pad, int sgn, void *dst);
     void (*pack_b)(const uint8_t *b, int g, int64_t rs_g, int64_t rs_e, int64_t cs, int64_t kk,
                    int64_t cols, int sgn, void *dst);
+    /* raw-quad families (else NULL): B in VNNI quad rows (quad-row stride rs), columns [0, cols)
+     * into ceil(cols / NR) panels `panel` bytes apart, each as pack_b writes one */
+    void (*pack_b_quads)(const uint8_t *b, int64_t rs, int64_t kk, int64_t cols, void *dst,
+                         int64_t panel);
     pytpp_i8_gemv_fn gemv;      /* small m on unpacked B (NULL: the family has none) */
     /* the float32 passes of a quantized layer (quant_rows.inc, pytpp_lowp_qlinear): x's range
      * (min(x, 0), max(x, 0); returns 1 on NaN / inf) and x quantized to uint8 rows of k bytes */
