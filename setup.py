@@ -42,6 +42,7 @@ LEVELS = {
     "avx512": (f"{CORE}/kernels/avx512", AVX512),
     "avx512_bf16": (f"{CORE}/kernels/avx512_bf16", AVX512 + ["-mavx512bf16"]),
     "avx512_vnni": (f"{CORE}/kernels/avx512_vnni", AVX512 + ["-mavx512vnni"]),
+    "avx_vnni": (f"{CORE}/kernels/avx_vnni", AVX2 + ["-mavxvnni"]),
 }
 
 

@@ -58,6 +58,7 @@ _FEATURE_NAMES = (
     ("avx512dq", PYTPP_FEAT_AVX512DQ), ("avx512vl", PYTPP_FEAT_AVX512VL),
     ("avx512_bf16", PYTPP_FEAT_AVX512_BF16), ("avx512_vnni", PYTPP_FEAT_AVX512_VNNI),
     ("os_avx", PYTPP_FEAT_OS_AVX), ("os_avx512", PYTPP_FEAT_OS_AVX512),
+    ("avx_vnni", PYTPP_FEAT_AVX_VNNI),
 )
 
 
@@ -156,6 +157,8 @@ cdef peak_fn _peak_kernel(str kind) except? NULL:
             return pytpp_peak_int8_dot_avx512
         if _best >= PYTPP_ISA_AVX512:
             return pytpp_peak_int8_madd_avx512
+        if _best >= PYTPP_ISA_AVX2 and _features & PYTPP_FEAT_AVX_VNNI:
+            return pytpp_peak_int8_dot_avx_vnni
         if _best >= PYTPP_ISA_AVX2:
             return pytpp_peak_int8_madd_avx2
     elif kind == "int8_7bit":

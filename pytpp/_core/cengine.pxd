@@ -77,6 +77,7 @@ cdef extern from "pytpp/cpu.h" nogil:
         PYTPP_FEAT_AVX512_VNNI
         PYTPP_FEAT_OS_AVX
         PYTPP_FEAT_OS_AVX512
+        PYTPP_FEAT_AVX_VNNI
     uint32_t pytpp_cpu_features()
     int pytpp_cpu_best_isa(uint32_t features)
     void pytpp_cpu_brand(char *buf)
@@ -91,6 +92,7 @@ cdef extern from "pytpp/peak.h" nogil:
     double pytpp_peak_int8_madd_avx2(int64_t iters, double *sink)
     double pytpp_peak_int8_madd_avx512(int64_t iters, double *sink)
     double pytpp_peak_int8_u7_avx2(int64_t iters, double *sink)
+    double pytpp_peak_int8_dot_avx_vnni(int64_t iters, double *sink)
     double pytpp_stream_read(const double *x, int64_t n, double *sink)
     double pytpp_stream_copy(const double *x, double *y, int64_t n)
     double pytpp_stream_copy_nt(const double *x, double *y, int64_t n)

@@ -117,5 +117,5 @@ def test_gemv_kernels_are_in_the_kernel_map():
     # every 8-bit lane table carries its small-m kernel (one template, every level)
     from pytpp import _info
     text = _info.kernel_map()
-    for isa in ("ref", "avx2", "avx2_u7", "avx512", "avx512_vnni"):
+    for isa in ("ref", "avx2", "avx2_u7", "avx_vnni", "avx512", "avx512_vnni"):
         assert f"pytpp_i8_gemv_{isa}" in text, isa

@@ -35,6 +35,7 @@ uint32_t pytpp_cpu_features(void)
         if (b & (1u << 31)) f |= PYTPP_FEAT_AVX512VL;
         if (c & (1u << 11)) f |= PYTPP_FEAT_AVX512_VNNI;
         __cpuid_count(7, 1, a, b, c, d);
+        if (a & (1u << 4)) f |= PYTPP_FEAT_AVX_VNNI;
         if (a & (1u << 5)) f |= PYTPP_FEAT_AVX512_BF16;
     }
     return f;

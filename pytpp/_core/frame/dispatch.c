@@ -75,6 +75,9 @@ const pytpp_i8_entry pytpp_i8_kernel_list[PYTPP_I8_NKERNELS] = {
                        PYTPP_FEAT_AVX512_VNNI, 1, 0},
     /* 7-bit activations (reduce_range quantization) x s8 weights: vpmaddubsw, exact there */
     [PYTPP_I8_AVX2_U7] = {"avx2_u7", &pytpp_mm_i8_avx2_u7, PYTPP_ISA_AVX2, 0, 1, 1},
+    /* VEX vpdpbusd on ymm: u8 x s8 on CPUs with AVX-VNNI, AVX-512 or not */
+    [PYTPP_I8_AVX_VNNI] = {"avx_vnni", &pytpp_mm_i8_avx_vnni, PYTPP_ISA_AVX2,
+                           PYTPP_FEAT_AVX_VNNI, 1, 0},
 };
 
 const pytpp_i8_kernels *pytpp_i8_select(int isa, uint32_t features, int which, int a_signed,
@@ -83,9 +86,12 @@ const pytpp_i8_kernels *pytpp_i8_select(int isa, uint32_t features, int which, i
     if (isa < 0 || isa >= PYTPP_NISA || which < 0 || which >= PYTPP_I8_NKERNELS) return NULL;
     const int u8s8 = !a_signed && b_signed;
     if (which == PYTPP_I8_AUTO) {
-        const pytpp_i8_entry *vnni = &pytpp_i8_kernel_list[PYTPP_I8_VNNI];
-        if (u8s8 && isa >= vnni->isa && (features & vnni->features) == vnni->features)
-            return vnni->kt;
+        /* u8 x s8: vpdpbusd, on zmm where the level has them, else on ymm */
+        static const int dots[] = {PYTPP_I8_VNNI, PYTPP_I8_AVX_VNNI};
+        for (int i = 0; i < 2 && u8s8; ++i) {
+            const pytpp_i8_entry *e = &pytpp_i8_kernel_list[dots[i]];
+            if (isa >= e->isa && (features & e->features) == e->features) return e->kt;
+        }
         which = isa == PYTPP_ISA_AVX512 ? PYTPP_I8_AVX512
               : isa == PYTPP_ISA_AVX2 ? PYTPP_I8_AVX2 : PYTPP_I8_REF;
     }

@@ -69,11 +69,11 @@ const pytpp_pk_kernels *pytpp_bf16_rows_select(int isa, uint32_t features, int b
 /* 8-bit GEMM kernels (u8/s8 x u8/s8 -> int32): the level's default (AUTO) or one named for tests. */
 enum pytpp_i8_kernel {
     PYTPP_I8_AUTO = 0, PYTPP_I8_REF, PYTPP_I8_AVX2, PYTPP_I8_AVX512, PYTPP_I8_VNNI,
-    PYTPP_I8_AVX2_U7, PYTPP_I8_NKERNELS
+    PYTPP_I8_AVX2_U7, PYTPP_I8_AVX_VNNI, PYTPP_I8_NKERNELS
 };
 
 typedef struct pytpp_i8_entry {
-    const char *name;              /* "ref", "avx2", "avx512", "avx512_vnni" */
+    const char *name;              /* "ref", "avx2", "avx512", "avx512_vnni", "avx_vnni" */
     const pytpp_i8_kernels *kt;
     int isa;                       /* lowest level that runs it */
     uint32_t features;             /* feature bits it needs beyond the level's */
@@ -85,7 +85,7 @@ extern const pytpp_i8_entry pytpp_i8_kernel_list[PYTPP_I8_NKERNELS];
 
 /* The 8-bit kernels a call at level `isa` runs on a CPU with `features` for A of signedness
  * a_signed and B of b_signed: `which`, or for AUTO the best that level has (vpdpbusd for u8 x s8
- * where AVX512_VNNI exists, else the level's int16 kernels). NULL when `which` cannot run there
+ * where AVX512_VNNI exists, or on ymm where AVX-VNNI does, else the level's int16 kernels). NULL when `which` cannot run there
  * or cannot take those types. */
 const pytpp_i8_kernels *pytpp_i8_select(int isa, uint32_t features, int which, int a_signed,
                                         int b_signed);

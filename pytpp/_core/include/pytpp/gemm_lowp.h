@@ -79,7 +79,7 @@ typedef struct pytpp_i8_kernels {
 } pytpp_i8_kernels;
 
 extern const pytpp_i8_kernels pytpp_mm_i8_ref, pytpp_mm_i8_avx2, pytpp_mm_i8_avx512,
-    pytpp_mm_i8_avx512_vnni, pytpp_mm_i8_avx2_u7;
+    pytpp_mm_i8_avx512_vnni, pytpp_mm_i8_avx2_u7, pytpp_mm_i8_avx_vnni;
 /* bf16 widened to fp32 on the lane template (AVX2): A read by rows, no A panels to form. */
 extern const pytpp_i8_kernels pytpp_mm_bf16w_avx2;
 

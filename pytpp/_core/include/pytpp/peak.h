@@ -17,6 +17,8 @@ double pytpp_peak_int8_madd_avx2(int64_t iters, double *sink);
 double pytpp_peak_int8_madd_avx512(int64_t iters, double *sink);
 /* 7-bit A x 8-bit B quads on AVX2 (vpmaddubsw + vpmaddwd by ones + vpaddd): the 7-bit kernels. */
 double pytpp_peak_int8_u7_avx2(int64_t iters, double *sink);
+/* vpdpbusd on ymm, VEX-encoded (AVX-VNNI, no AVX-512): 32 u8 x s8 products per instruction. */
+double pytpp_peak_int8_dot_avx_vnni(int64_t iters, double *sink);
 /* Bytes moved by reading `n` doubles once (sum, added to *sink) or copying n doubles with
  * ordinary stores (copy) or streaming stores (copy_nt). */
 double pytpp_stream_read(const double *x, int64_t n, double *sink);

@@ -7,11 +7,20 @@
 
 typedef __m256i ivec_t;
 #define I8_VL 8
-#if defined(PYTPP_I8_U7)
+#if defined(PYTPP_I8_AVX_VNNI)
+/* AVX-VNNI (VEX vpdpbusd on ymm, CPUs with it and without AVX-512): u8 x s8 raw quads, one
+ * instruction per 32 products, the AVX512_VNNI kernels' layout at half the width. */
+#define PYTPP_ISA_NAME avx_vnni
+#define I8_GROUP 4
+#define I8_RAW_LANES   /* a lane is 4 input bytes: direct kernels */
+#define PYTPP_I8_QUADS
+#define V_I8_DOT(acc, a, b) _mm256_dpbusd_avx_epi32((acc), (a), (b))
+#elif defined(PYTPP_I8_U7)
 /* 7-bit A (0..127) x s8 B on raw quads: vpmaddubsw's int16 pair sums stay within
  * 2 * 127 * 128 < 32767, so they never saturate (exact), then vpmaddwd by ones and vpaddd:
  * 3 instructions per 32 products where the int16 kernels spend 4. */
 #define PYTPP_ISA_NAME avx2_u7
+#define PYTPP_I8_QUADS
 #define I8_GROUP 4
 #define I8_RAW_LANES   /* a lane is 4 input bytes: direct kernels */
 #define V_I8_DOT(acc, a, b)                                                                  \
@@ -40,7 +49,7 @@ PYTPP_INLINE __m256i i8_bcast32(const uint8_t *p)
 }
 #define V_I8_BCAST_A(p) i8_bcast32(p)
 
-#if !defined(PYTPP_I8_U7)
+#if !defined(PYTPP_I8_QUADS)
 PYTPP_INLINE __m256i i8_widen16(__m128i x, int sgn)
 {
     return sgn ? _mm256_cvtepi8_epi16(x) : _mm256_cvtepu8_epi16(x);
@@ -81,7 +90,31 @@ PYTPP_INLINE int64_t i8_quad_pairs(int16_t *out, int16_t *out1, const uint8_t *s
 
 
 /* Small-m kernels on unpacked B (gemm_lane.inc I8_GV_*): 8 columns of 4 k values in lanes. */
-#if defined(PYTPP_I8_U7)
+#if defined(PYTPP_I8_QUADS)
+/* out[4j + e] = r_e[j], 16 columns at a time (the B packer's plain rows); returns the columns
+ * done */
+PYTPP_INLINE int64_t i8_interleave4(uint8_t *out, const uint8_t *r0, const uint8_t *r1,
+                                    const uint8_t *r2, const uint8_t *r3, int64_t cols)
+{
+    int64_t j = 0;
+    for (; j + 16 <= cols; j += 16) {
+        const __m128i x0 = _mm_loadu_si128((const __m128i *)(r0 + j));
+        const __m128i x1 = _mm_loadu_si128((const __m128i *)(r1 + j));
+        const __m128i x2 = _mm_loadu_si128((const __m128i *)(r2 + j));
+        const __m128i x3 = _mm_loadu_si128((const __m128i *)(r3 + j));
+        const __m128i lo01 = _mm_unpacklo_epi8(x0, x1), hi01 = _mm_unpackhi_epi8(x0, x1);
+        const __m128i lo23 = _mm_unpacklo_epi8(x2, x3), hi23 = _mm_unpackhi_epi8(x2, x3);
+        _mm256_storeu_si256((__m256i *)(out + 4 * j),
+                            _mm256_set_m128i(_mm_unpackhi_epi16(lo01, lo23),
+                                             _mm_unpacklo_epi16(lo01, lo23)));
+        _mm256_storeu_si256((__m256i *)(out + 4 * j + 32),
+                            _mm256_set_m128i(_mm_unpackhi_epi16(hi01, hi23),
+                                             _mm_unpacklo_epi16(hi01, hi23)));
+    }
+    return j;
+}
+#define I8_INTERLEAVE4(out, r0, r1, r2, r3, cols)                                             \
+    i8_interleave4((out), (r0), (r1), (r2), (r3), (cols))
 /* raw quads: four plain rows byte-interleaved, or a VNNI quad row as it is */
 PYTPP_INLINE void i8_gv_plain(__m256i *out, const uint8_t *r0, const uint8_t *r1,
                               const uint8_t *r2, const uint8_t *r3, int sgn)
