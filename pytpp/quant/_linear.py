@@ -40,9 +40,9 @@ def _dynamic_qparams(x, qmax):
 
 def _seven_bit_kernels():
     """Whether the active level runs 7-bit activations faster (AVX2: vpmaddubsw, exact for
-    values up to 127); the AVX-512 levels have their own fast 8-bit kernels."""
+    values up to 127); the AVX-512 levels and AVX-VNNI have their own fast 8-bit kernels."""
     from pytpp._core import _runtime
-    return _runtime.get_isa() == "avx2"
+    return _runtime.get_isa() == "avx2" and _tpp_lowp.SEVEN_BIT_PAYS
 
 
 class QuantizedLinear:
@@ -65,7 +65,7 @@ class QuantizedLinear:
     reduce_range : bool, optional
         Quantize activations to [0, 127] instead of [0, 255] (one bit less resolution, as
         torch's x86 engine does), which the AVX2 level runs on faster exact kernels. Default:
-        where that helps (the AVX2 level).
+        where that helps (the AVX2 level on CPUs without AVX-VNNI).
 
     Examples
     --------
@@ -232,7 +232,8 @@ class QuantizedLinear:
         if hit is None:
             h = _gemm_handle(1, self.out_features, self.in_features, dtype=np.uint8,
                              b_dtype=np.int8, beta=0.0, b_vnni=True, a_7bit=seven)
-            which = forced or (_tpp_lowp._U7 if seven and h.isa == "avx2" else 0)
+            which = forced or (_tpp_lowp._U7 if seven and h.isa == "avx2"
+                               and _tpp_lowp.SEVEN_BIT_PAYS else 0)
             packed = self._packed.get(h.isa)
             if packed is None:
                 packed = self._packed[h.isa] = h.pack(self._vnni)

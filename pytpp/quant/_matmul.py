@@ -8,6 +8,7 @@ from pytpp import _validate
 
 from pytpp._core import _runtime
 from pytpp._typing import Array, ArrayLike
+from pytpp.tpp import _lowp
 from pytpp.tpp._lowp import product_8bit as _product
 
 _FN = "pytpp.quant.matmul_int8"
@@ -114,7 +115,7 @@ def matmul_int8(a: ArrayLike, b: ArrayLike, *, a_zero_point: ArrayLike = 0,
     target = out if out is not None else np.empty((m, n), I32)
     # uint8 A within [0, 127] (data quantized with a reduced range) runs the 7-bit kernels
     a7 = (a.dtype == np.uint8 and b.dtype == np.int8 and a.size > 0
-          and _runtime.get_isa() == "avx2" and int(a.max()) <= 127)
+          and _runtime.get_isa() == "avx2" and _lowp.SEVEN_BIT_PAYS and int(a.max()) <= 127)
     colsum = None
     if 0 < m <= 3 and n and _nonzero(za):
         # few rows: b's column sums come from the same single pass over b (the small-m kernels

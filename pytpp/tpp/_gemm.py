@@ -77,7 +77,9 @@ def brgemm(m: int, n: int, k: int, dtype: DTypeLike = np.float64, *, lda: int | 
     a_7bit : bool
         uint8 A holds values in [0, 127] only (activations quantized with a reduced range):
         with int8 B the AVX2 level may then run ``vpmaddubsw`` kernels, exact in that range
-        and faster than its int16 ones. Checked per call (ValueError for a larger value).
+        and faster than its int16 ones (not on CPUs with AVX-VNNI, whose ``vpdpbusd`` is faster
+        still on any values). Checked per call at the AVX2 level (ValueError for a larger
+        value).
 
     Returns
     -------

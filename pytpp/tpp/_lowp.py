@@ -20,6 +20,9 @@ LOWP_DTYPES = (BF16, I8, U8)
 _TYPE = {I8: _lowp.S8, U8: _lowp.U8, BF16: _lowp.BF16}
 _MODES = {"stride": 0, "offset": 1, "address": 2}
 _U7 = _lowp.I8_KERNELS.index("avx2_u7")
+# AVX-VNNI's vpdpbusd (ymm) runs full-range u8 x s8 at twice the 7-bit kernels' rate: where the
+# CPU has it, the AVX2 level never picks those
+SEVEN_BIT_PAYS = not _runtime.has_feature("avx_vnni")
 
 # The kernels calls run: 0 = the level's best, else an index into _lowp.I8_KERNELS /
 # _lowp.BF16_KERNELS (tests force each path with `using_kernel`).
@@ -55,7 +58,7 @@ def product_8bit(a, b, c, comp=None, a_7bit=False):
     of a small product). a_7bit: a holds values in [0, 127] (the AVX2 7-bit kernels)."""
     m, k = a.shape
     n = b.shape[1]
-    which = _forced["i8"] or (_U7 if a_7bit else 0)
+    which = _forced["i8"] or (_U7 if a_7bit and SEVEN_BIT_PAYS else 0)
     target = in_place_target(c, (a, b), False)
     geom = (m, n, k, a.strides[0], a.strides[1], 1, b.strides[0], 0, b.strides[1],
             target.strides[0] // 4, _TYPE[a.dtype], _TYPE[b.dtype], _lowp.I32, 0)
@@ -284,7 +287,7 @@ class LowpKernel(_handles.Kernel):
 
     def _which(self, a, b):
         """The kernel of this call: a forced one (tests), the 7-bit kernels for declared 7-bit
-        uint8 A x int8 B at the AVX2 level, else the level's best (0)."""
+        uint8 A x int8 B at the AVX2 level (without AVX-VNNI), else the level's best (0)."""
         forced = _forced[self._family]
         if forced or not self._a7:
             return forced
@@ -293,7 +296,7 @@ class LowpKernel(_handles.Kernel):
         if a.size and int(np.max(a)) > 127:
             raise ValueError(f"{self._fn}: the handle was made with a_7bit=True but A holds "
                              f"values above 127")
-        return _U7
+        return _U7 if SEVEN_BIT_PAYS else 0     # (the check above holds on every AVX2 CPU)
 
     def _comp_ok(self, comp):
         if self._cdt != I32:
@@ -312,7 +315,7 @@ class LowpKernel(_handles.Kernel):
         the caller owns the bounds. With ``a_7bit=True`` A must hold values in [0, 127]."""
         ch = self.__dict__.get("_c_handle")
         if ch is None:
-            which = _U7 if self._a7 and self._isa == "avx2" else 0
+            which = _U7 if self._a7 and self._isa == "avx2" and SEVEN_BIT_PAYS else 0
             cdt = _lowp.I32 if self._cdt == I32 else (_lowp.F32 if self._cdt == F32 else _lowp.BF16)
             ch = _lowp.LowpHandle(self._isa_idx, which, self._m, self._n, self._k,
                                   self._v if self._b_vnni else 1, _TYPE[self._dt],
