@@ -33,6 +33,7 @@ cdef extern from "pytpp/gemm_lowp.h" nogil:
     ctypedef struct pytpp_lowp_kernels:
         const pytpp_i8_kernels *i8
         const pytpp_pk_kernels *bf16
+        int64_t l1
     int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *a,
                           const void *b, void *c, const pytpp_batch *batch, const int32_t *comp,
                           int nthreads)

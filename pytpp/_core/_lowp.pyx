@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.stdint cimport int64_t, int32_t, uint32_t
-from pytpp._core._runtime cimport num_threads, features, level
+from pytpp._core._runtime cimport num_threads, features, level, cache_info
 from pytpp._core.cengine cimport pytpp_batch, PYTPP_BATCH_STRIDE
 from pytpp._core._matmul cimport pytpp_pk_kernels
 from pytpp._core.cdispatch cimport (pytpp_i8_kernels, pytpp_i8_select, pytpp_i8_kernel_list,
@@ -69,6 +69,7 @@ def i8_kernels_available(bint a_signed=False, bint b_signed=True, bint a7=False)
 cdef int select(int isa, int which, int a_type, int b_type, pytpp_lowp_kernels *ks) except -1:
     ks.i8 = NULL
     ks.bf16 = NULL
+    ks.l1 = cache_info().l1
     cdef int at = isa if which == 0 else _best_isa
     if a_type == PYTPP_LP_BF16:
         if which == _BF16_LANES or (which == 0 and level(isa).bf16_lanes != NULL):

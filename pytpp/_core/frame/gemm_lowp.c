@@ -12,8 +12,15 @@
 #include "pytpp/gemm_lowp.h"
 #include "pytpp/fpmode.h"
 
-#define LP_B_PANEL (16 * 1024) /* bytes of one packed NR-column B panel at most: it stays in L1
-                                 * (half of 32 KiB) while the A panels of a row block pass by */
+/* Bytes of one packed NR-column B panel at most: it stays in L1 while the A panels of a row
+ * block pass by, with 16 KiB left for them, C and the stack (but at least half of L1): 16 KiB of
+ * a 32 KiB L1, 32 KiB of 48 (Zen 5: u8 x s8 1024^3 in one k block instead of two, 2.26 -> 2.15
+ * ms). */
+static int64_t lp_b_panel(const pytpp_lowp_kernels *ks)
+{
+    const int64_t l1 = ks->l1 > 0 ? ks->l1 : 32 * 1024;
+    return l1 - 16 * 1024 > l1 / 2 ? l1 - 16 * 1024 : l1 / 2;
+}
 #define LP_B_BLOCK (192 * 1024) /* bytes of a packed B block: L2-resident */
 #define LP_MC_ROWS 96           /* rows of A packed at a time */
 
@@ -173,6 +180,10 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
     /* Raw-byte lanes read A's rows where they lie when they are whole quads (packing them was a
      * copy: 2.4% of a 1024^3 u8 x s8 product) */
     const int a_direct = i8 && L->group == 4 && fold == 1 && d->csa == 1 && k % 4 == 0;
+    /* bf16 pairs likewise, through the direct kernels (a packed B panel is VNNI pair rows NR
+     * wide; the A panels' transpose took bf16 512^3 with VNNI B from 559 to 636 us) */
+    const int a_direct_bf16 = !i8 && !L->widened && L->pk->brd[0][0][0] && fold == 1 &&
+                              d->csa == 1 && k % 2 == 0;
     for (int64_t bi = 0; bi < bt->count; bi += fold) {
         const int64_t nb = bt->count - bi < fold ? bt->count - bi : fold;
         for (int64_t k0 = 0; k0 < k; k0 += L->kc) {
@@ -215,7 +226,7 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                     for (int64_t e = 0; e < nb; ++e) {
                         const char *ak = batch_ptr(bt, a, bi + e, 0, L->in_a) +
                                          k0 * d->csa * L->in_a;
-                        if (a_direct)
+                        if (a_direct || a_direct_bf16)
                             continue;
                         if (i8)
                             i8->pack_a((const uint8_t *)(ak + pc * MR * d->rsa * L->in_a), d->rsa,
@@ -260,7 +271,14 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                                 i8->ukr[nv - 1][rows - 1][masked](
                                     kd, abuf + (r - pc) * apanel, kpt, bblk + q * bpanel,
                                     (int32_t *)(cq + r * MR * ldc * 4), ldc, accumulate, tail);
-                            else
+                            else if (a_direct_bf16) {
+                                const char *ar = batch_ptr(bt, a, bi, 0, 2) +
+                                                 (k0 + r * MR * d->rsa) * 2;
+                                const char *bp = bblk + q * bpanel;
+                                L->pk->brd[nv - 1][rows - 1][masked](
+                                    kd, 1, &ar, 0, d->rsa * 2, &bp, 0, 4 * NR,
+                                    cq + r * MR * ldc * 4, ldc, accumulate, tail);
+                            } else
                                 L->pk->ukr[nv - 1][rows - 1][masked](
                                     kd, abuf + (r - pc) * apanel, bblk + q * bpanel,
                                     cq + r * MR * ldc * 4, ldc, accumulate, tail);
@@ -454,7 +472,7 @@ static int lp_plan_init(lp_plan *P, const pytpp_lowp_kernels *ks, const pytpp_lo
     /* k blocks as deep as an L1-sized B panel allows (fewer passes over C), of even depth: k =
      * 768 on a 512-deep budget runs as 2 x 384, not 512 + 256 (measured on AVX2, u8 x s8: 2-9%
      * faster than fixed 256-deep blocks at k = 768-1024) */
-    const int64_t kmax = LP_B_PANEL / (L.nr * L.psz) / 4 * 4;
+    const int64_t kmax = lp_b_panel(ks) / (L.nr * L.psz) / 4 * 4;
     const int64_t nblk = d->k > kmax ? (d->k + kmax - 1) / kmax : 1;
     L.kmax = kmax;
     L.fold = 1;

@@ -109,6 +109,8 @@ typedef struct pytpp_lowp_desc {
 typedef struct pytpp_lowp_kernels {
     const pytpp_i8_kernels *i8;     /* lane kernels (the name is the family's first member) */
     const pytpp_pk_kernels *bf16;
+    int64_t l1;                     /* bytes of L1d the blocking plans for (0: 32 KiB); a
+                                     * pre-packed B is laid out for it: pack and run with one */
 } pytpp_lowp_kernels;
 
 /* One low-precision BRGEMM (see the top of this file). comp (n int32 values, or NULL) is added
