@@ -47,10 +47,12 @@ typedef void (*pytpp_pk_ukr_fn)(int64_t kd, const void *a, const void *b, void *
  * one word each, e < nb. A_e row i at ap[e] + a_off + i*lda, its words in k order; B_e word row s
  * (VNNI: one word per column) at bp[e] + b_off + s*ldb; offsets and strides in bytes. Per output
  * the same chain, in the same order, as the packed kernels of the family: the same bits. The last
- * vector of a row is masked to n_last lanes (loads of B included) in the _tail variants. */
+ * vector of a row is masked to n_last lanes (loads of B included) in the _tail variants. cb: as
+ * for the 8-bit packed kernels (gemm_lowp.h; NULL for bf16). */
 typedef void (*pytpp_lowp_brd_fn)(int64_t ks, int64_t nb, const char *const *ap, int64_t a_off,
                                   int64_t lda, const char *const *bp, int64_t b_off, int64_t ldb,
-                                  void *c, int64_t ldc, int accumulate, int64_t n_last);
+                                  void *c, int64_t ldc, int accumulate, int64_t n_last,
+                                  const int32_t *cb);
 
 typedef struct pytpp_pk_kernels {
     const char *name;              /* e.g. "avx512", "avx512_bf16" (native bf16) */

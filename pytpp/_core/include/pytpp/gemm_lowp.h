@@ -23,11 +23,14 @@ enum pytpp_lowp_type {
     PYTPP_LP_U8 = 0, PYTPP_LP_S8 = 1, PYTPP_LP_BF16 = 2, PYTPP_LP_I32 = 3, PYTPP_LP_F32 = 4
 };
 
-/* 8-bit micro-kernel: C[0:mr, 0:ncols] (int32) = (accumulate ? C : 0) + A B over ks k steps of
- * G values: A rows of packed lanes (row stride lda, in packed values), B one packed NR-column
- * panel. The last vector of a row is masked to n_last lanes in the _tail variants. */
+/* 8-bit micro-kernel: C[0:mr, 0:ncols] (int32) = (accumulate ? C : 0) + A B (+ cb) over ks k
+ * steps of G values: A rows of packed lanes (row stride lda, in packed values), B one packed
+ * NR-column panel; cb NULL or ncols int32 values added to every row (the zero-point
+ * compensation, fused into the store; integer families only). The last vector of a row is
+ * masked to n_last lanes in the _tail variants. */
 typedef void (*pytpp_i8_ukr_fn)(int64_t ks, const void *a, int64_t lda, const void *b,
-                                void *c, int64_t ldc, int accumulate, int64_t n_last);
+                                void *c, int64_t ldc, int accumulate, int64_t n_last,
+                                const int32_t *cb);
 
 /* 8-bit small-m kernel on B as the caller laid it out (no packing): C[0:rows, 0:cols] (int32,
  * rows <= PYTPP_I8_GEMV_MR, cols a multiple of the table's vl) = (accumulate ? C : 0) + A B
