@@ -83,9 +83,16 @@ def get_isa() -> str:
 def set_isa(level: str) -> None:
     """Dispatch kernels for `level` ('ref', 'avx2' or 'avx512') from now on.
 
-    Raises ValueError if the CPU cannot run that level.
+    Raises ValueError if the CPU cannot run that level, TypeError if `level` is not a string.
     """
-    _runtime.set_isa(level)
+    _runtime.set_isa(_level_name(level, "pytpp.set_isa"))
+
+
+def _level_name(level, fn):
+    """`level` as the plain str the runtime takes (numpy's str_ included)."""
+    if not isinstance(level, str):
+        raise TypeError(f"{fn}: level must be a str such as 'avx2', got {type(level).__name__}")
+    return str(level)
 
 
 @contextlib.contextmanager
@@ -98,7 +105,7 @@ def use_isa(level: str) -> Iterator[str]:
     'ref'
     """
     previous = _runtime.get_isa()
-    _runtime.set_isa(level)
+    _runtime.set_isa(_level_name(level, "pytpp.use_isa"))
     try:
         yield level
     finally:

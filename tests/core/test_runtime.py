@@ -32,6 +32,16 @@ def test_set_isa_validates():
     with pytpp.use_isa("ref"):
         assert pytpp.get_isa() == "ref"
     assert pytpp.get_isa() == before
+    # numpy's str_ (what np.random.choice over available_isas() gives) is a str
+    with pytpp.use_isa(np.str_(pytpp.available_isas()[0])):
+        assert pytpp.get_isa() == pytpp.available_isas()[0]
+    assert pytpp.get_isa() == before
+    with pytest.raises(TypeError, match="pytpp.use_isa: level must be a str"):
+        with pytpp.use_isa(1):
+            pass
+    with pytest.raises(TypeError, match="pytpp.set_isa: level must be a str"):
+        pytpp.set_isa(None)
+    assert pytpp.get_isa() == before
 
 
 @pytest.mark.parametrize("cap", ["ref", "avx2", "avx512"])
