@@ -126,6 +126,23 @@ def test_bf16_layouts_stacks_threads(isa, threads, rng):
     check(pytpp.matmul(a, v)[..., None], a, v[:, None])
 
 
+@pytest.mark.parametrize("m,n,k", [(1, 1, 2), (5, 7, 9), (12, 16, 64), (17, 33, 31), (64, 32, 64)])
+def test_small_products_any_layout_bit_exact(bf16_kernel, rng, m, n, k):
+    """Small products (the direct kernels on stack buffers): A and B in any layout, an odd k,
+    C a view with spare columns that must stay NaN, every output written."""
+    a, b = rand(rng, (m, k)), rand(rng, (k, n))
+    want = chain_reference(a, b)
+    views = [(a, b), (np.asfortranarray(a), np.asfortranarray(b)),
+             (a[::-1][::-1], b[:, ::-1][:, ::-1]),
+             (np.ascontiguousarray(a[:, ::-1])[:, ::-1], np.ascontiguousarray(b.T).T)]
+    for x, y in views:
+        big = np.full((m, n + 3), np.nan, np.float32)
+        out = big[:, :n]
+        pytpp.matmul(x, y, out=out)
+        np.testing.assert_array_equal(out, want)
+        assert np.isnan(big[:, n:]).all()
+
+
 def test_bf16_large_k_blocks(rng):
     """k beyond one kc block (odd, so the last pair is padded) keeps one chain per output."""
     a, b = rand(rng, (13, 4099)), rand(rng, (4099, 17))
