@@ -12,6 +12,7 @@ cimport numpy as cnp
 from libc.stdint cimport int64_t
 from pytpp._core.cembedding cimport *
 from pytpp._core._runtime cimport num_threads, active_isa, level
+from pytpp._core.cengine cimport PYTPP_F32
 from pytpp._core._arrays cimport compute_code as compute, data_or_null as ptr, row_ld as ld
 
 cnp.import_array()
@@ -119,5 +120,7 @@ def gather(cnp.ndarray w, cnp.ndarray idx, cnp.ndarray out):
     cdef int64_t n = cnp.PyArray_SIZE(idx)
     cdef void *po = cnp.PyArray_DATA(out)
     cdef int nt = num_threads()
+    # the active level's rows in flight (its table's, the float32 one: any will do)
+    cdef int64_t pf = level(active_isa()).embedding[PYTPP_F32].prefetch_bytes
     with nogil:
-        pytpp_embedding_gather(pw, row_bytes, ldw_bytes, pi, idx64, n, po, nt)
+        pytpp_embedding_gather(pw, row_bytes, ldw_bytes, pi, idx64, n, po, pf, nt)

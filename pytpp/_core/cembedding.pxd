@@ -21,6 +21,7 @@ cdef extern from "pytpp/embedding.h" nogil:
         const char *name
         pytpp_table_info info
         int esz
+        int prefetch_bytes
 
     int pytpp_embedding_bag_forward(const pytpp_embedding_kernels *kt, const pytpp_bag_index *ix,
                                     int64_t dim, const void *w, int w_bf16, int64_t ldw, void *y,
@@ -35,4 +36,5 @@ cdef extern from "pytpp/embedding.h" nogil:
                                           const int64_t *ends, const int64_t *pos,
                                           const int64_t *pbag, void *out, int nthreads)
     void pytpp_embedding_gather(const void *w, int64_t row_bytes, int64_t ldw_bytes,
-                                const void *idx, int idx64, int64_t n, void *out, int nthreads)
+                                const void *idx, int idx64, int64_t n, void *out,
+                                int64_t prefetch_bytes, int nthreads)

@@ -225,7 +225,7 @@ int pytpp_embedding_bag_backward_rows(const pytpp_embedding_kernels *kt,
 }
 
 void pytpp_embedding_gather(const void *w, int64_t row_bytes, int64_t ldw_bytes, const void *idx,
-                            int idx64, int64_t n, void *out, int nthreads)
+                            int idx64, int64_t n, void *out, int64_t prefetch_bytes, int nthreads)
 {
     if (n <= 0 || row_bytes <= 0) return;
     const int nt = thread_count(nthreads, n * row_bytes / 4, n);
@@ -236,7 +236,7 @@ void pytpp_embedding_gather(const void *w, int64_t row_bytes, int64_t ldw_bytes,
         pytpp_thread_part(n, &i0, &len);
         const int64_t *i64 = (const int64_t *)idx;
         const int32_t *i32 = (const int32_t *)idx;
-        const int64_t dist = pytpp_bag_prefetch_rows(row_bytes);
+        const int64_t dist = pytpp_bag_prefetch_rows(row_bytes, prefetch_bytes);
         for (int64_t i = i0; i < i0 + len; ++i) {
             const int64_t ahead = i + dist;
             if (ahead < i0 + len)

@@ -26,11 +26,11 @@
 extern "C" {
 #endif
 
-/* How many index positions ahead table rows of rowb bytes are prefetched: about
- * PYTPP_BAG_PREFETCH_BYTES of rows in flight, at least PYTPP_BAG_PREFETCH_ROWS, at most 4x. */
-static inline int64_t pytpp_bag_prefetch_rows(int64_t rowb)
+/* How many index positions ahead table rows of rowb bytes are prefetched: about `bytes` of rows
+ * in flight (the table's prefetch_bytes), at least PYTPP_BAG_PREFETCH_ROWS, at most 4x. */
+static inline int64_t pytpp_bag_prefetch_rows(int64_t rowb, int64_t bytes)
 {
-    const int64_t r = PYTPP_BAG_PREFETCH_BYTES / (rowb > 0 ? rowb : 1);
+    const int64_t r = bytes / (rowb > 0 ? rowb : 1);
     return r < PYTPP_BAG_PREFETCH_ROWS ? PYTPP_BAG_PREFETCH_ROWS
          : r > 4 * PYTPP_BAG_PREFETCH_ROWS ? 4 * PYTPP_BAG_PREFETCH_ROWS : r;
 }
@@ -84,6 +84,7 @@ typedef struct pytpp_embedding_kernels {
     const char *name;          /* ISA level */
     pytpp_table_info info;
     int esz;                   /* compute element size: 4 (f32) or 8 (f64) */
+    int prefetch_bytes;        /* table rows in flight while gathering (tuning.h) */
     pytpp_bag_fwd_fn bag_fwd;
     pytpp_bag_bwd_fn bag_bwd;
 } pytpp_embedding_kernels;
@@ -109,9 +110,10 @@ int pytpp_embedding_bag_backward_rows(const pytpp_embedding_kernels *kt,
                                       const void *w, int w_bf16, int64_t ldw, int64_t nslots,
                                       const int64_t *ends, const int64_t *pos,
                                       const int64_t *pbag, void *out, int nthreads);
-/* out[i] = w[idx[i]] for n rows of row_bytes bytes (w rows ldw_bytes apart; out contiguous). */
+/* out[i] = w[idx[i]] for n rows of row_bytes bytes (w rows ldw_bytes apart; out contiguous),
+ * about prefetch_bytes of rows in flight (a table's prefetch_bytes). */
 void pytpp_embedding_gather(const void *w, int64_t row_bytes, int64_t ldw_bytes, const void *idx,
-                            int idx64, int64_t n, void *out, int nthreads);
+                            int idx64, int64_t n, void *out, int64_t prefetch_bytes, int nthreads);
 
 extern const pytpp_embedding_kernels pytpp_embedding_f64_ref, pytpp_embedding_f32_ref;
 extern const pytpp_embedding_kernels pytpp_embedding_f64_avx2, pytpp_embedding_f32_avx2;

@@ -77,10 +77,14 @@
 /* Embedding bags (embedding_rows.inc, frame/embedding.c): the table row this many bytes of
  * rows ahead (at least ROWS index positions, at most 4x) is prefetched into L2 while a bag is
  * summed: random rows of a table beyond the caches, the bytes in flight that cover the memory
- * latency. Rows of 64 values: float32 (256 bytes) 16 rows ahead, as measured best on Zen 3 (8
- * and 32 slower there, 16-32 alike on Zen 4); bfloat16 (128 bytes) 32 rows, on a Zen 4 core
- * 1.79 -> 1.38 ms for 2048 bags of 32-100 rows of a 1M-row table (torch 1.79). */
-#define PYTPP_BAG_PREFETCH_BYTES 4096
+ * latency, per ISA level (a proxy for the core's memory parallelism). AVX2: rows of 64 values,
+ * float32 (256 bytes) 16 rows ahead, as measured best on Zen 3 (8 and 32 slower there, 16-32
+ * alike on Zen 4), bfloat16 (128 bytes) 32 rows (a Zen 4 core: 1.79 -> 1.38 ms for 2048 bags
+ * of 32-100 rows of a 1M-row table, torch 1.79). AVX-512: 64 rows of either (a Zen 5 core,
+ * the same bags: float32 1.87 -> 1.25 ms, bfloat16 1.40 -> 0.70 ms, torch 1.27 / 1.20; 128
+ * float32 rows no better). */
+#define PYTPP_BAG_PREFETCH_BYTES_AVX2 4096
+#define PYTPP_BAG_PREFETCH_BYTES_AVX512 16384
 #define PYTPP_BAG_PREFETCH_ROWS 16
 
 #endif
