@@ -45,6 +45,21 @@ cdef int _best_isa = _runtime.LEVELS.index(_runtime.best_isa())
 cdef int _BF16_TYPENUM = np.dtype(ml_dtypes.bfloat16).num
 
 
+cdef inline pytpp_batch stride_batch(int64_t count, int64_t stride_a,
+                                     int64_t stride_b) noexcept nogil:
+    """A stride-mode batch: count blocks, element strides stride_a / stride_b apart."""
+    cdef pytpp_batch bt
+    bt.mode = PYTPP_BATCH_STRIDE
+    bt.count = count
+    bt.stride_a = stride_a
+    bt.stride_b = stride_b
+    bt.off_a = NULL
+    bt.off_b = NULL
+    bt.ptr_a = NULL
+    bt.ptr_b = NULL
+    return bt
+
+
 cdef inline int _typenum(int lp_type) noexcept:
     """numpy's type number of an operand type (enum pytpp_lowp_type)."""
     if lp_type == PYTPP_LP_U8:
@@ -142,15 +157,8 @@ def run(int isa, int which, object a, object b, cnp.ndarray c, tuple geom, int m
     fill_desc(&d, geom)
     cdef pytpp_lowp_kernels ks
     select(isa, which, d.a_type, d.b_type, &ks)
-    cdef pytpp_batch bt
+    cdef pytpp_batch bt = stride_batch(count, stride_a, stride_b)
     bt.mode = mode
-    bt.count = count
-    bt.stride_a = stride_a
-    bt.stride_b = stride_b
-    bt.off_a = NULL
-    bt.off_b = NULL
-    bt.ptr_a = NULL
-    bt.ptr_b = NULL
     cdef const void *pa = NULL
     cdef const void *pb = NULL
     cdef const void **ptrs = NULL
@@ -283,15 +291,7 @@ cdef class LowpHandle:
                         const int32_t *comp) noexcept nogil:
         cdef pytpp_lowp_desc d = self.desc
         d.b_packed = 1
-        cdef pytpp_batch bt
-        bt.mode = PYTPP_BATCH_STRIDE
-        bt.count = 1
-        bt.stride_a = 0
-        bt.stride_b = 0
-        bt.off_a = NULL
-        bt.off_b = NULL
-        bt.ptr_a = NULL
-        bt.ptr_b = NULL
+        cdef pytpp_batch bt = stride_batch(1, 0, 0)
         return pytpp_lowp_brgemm(&self.ks, &d, a, packed_b, c, &bt, comp, num_threads())
 
     def pack_b(self, cnp.ndarray b):
@@ -352,15 +352,7 @@ cdef class LowpHandle:
         if ((pc < pa + cnp.PyArray_NBYTES(xa) and pa < ec)
                 or (pc < pb + cnp.PyArray_NBYTES(xb) and pb < ec)):
             return False
-        cdef pytpp_batch bt
-        bt.mode = PYTPP_BATCH_STRIDE
-        bt.count = n_
-        bt.stride_a = self.stride_a
-        bt.stride_b = self.stride_b
-        bt.off_a = NULL
-        bt.off_b = NULL
-        bt.ptr_a = NULL
-        bt.ptr_b = NULL
+        cdef pytpp_batch bt = stride_batch(n_, self.stride_a, self.stride_b)
         cdef int err
         with nogil:
             err = pytpp_lowp_brgemm(&self.ks, &self.desc, pa, pb, pc, &bt, NULL, num_threads())

@@ -2,6 +2,7 @@
 #include <immintrin.h>
 #include "pytpp/peak.h"
 #include "pytpp/peak_loop.h"
+#include "pytpp/peak_ymm_i32.h"
 
 static double hsum_pd(__m256d v)
 {
@@ -35,23 +36,6 @@ static __m256i u7_dot_add(__m256i acc, __m256i x, __m256i y)
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, y),
                                                    _mm256_set1_epi16(1)));
 }
-static double hsum_epi32(__m256i v)
-{
-    int32_t t[8];
-    _mm256_storeu_si256((__m256i *)t, v);
-    return (double)t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
-}
-/* lanes of widened u8 pairs (A) and s8 pairs (B); of u8 quads below 128 (7-bit A) and s8 quads */
-static int32_t u8_pair(uint32_t j) { return (int32_t)(((j * 37u) & 0xffu) | ((j * 91u) & 0xffu) << 16); }
-static int32_t s8_pair(uint32_t j)
-{
-    return (int32_t)((uint32_t)(uint16_t)(int16_t)(int8_t)(j * 13u) |
-                     (uint32_t)(uint16_t)(int16_t)(int8_t)(j * 29u) << 16);
-}
-static int32_t u7_quad(uint32_t j) { return (int32_t)((j * 0x25135b07u) & 0x7f7f7f7fu); }
-static int32_t s8_quad(uint32_t j) { return (int32_t)(j * 0x9e3779b1u); }
-#define LOAD_I(p) _mm256_loadu_si256((const __m256i *)(p))
-#define STORE_I(p, v) _mm256_storeu_si256((__m256i *)(p), (v))
 PYTPP_PEAK_BCAST_LOOP(pytpp_peak_int8_madd_avx2, 6, 2, __m256i, 8, LOAD_I, STORE_I,
                       _mm256_set1_epi32, i16_madd_add, _mm256_add_epi32, hsum_epi32, 32, u8_pair,
                       s8_pair)
