@@ -142,8 +142,9 @@ class LowpKernel(_handles.Kernel):
         self._b_shape = (self._kq, n, self._v) if b_vnni else (k, n)
         self._family = "bf16" if dt == BF16 else "i8"
         self._a7 = False
-        # arguments of a call the fast path takes (0: none)
+        # arguments of a call the fast path takes (0: none), and the path (None: not yet made)
         self._fast_nargs = 3 if kind == "gemm" else 4 if batch == "stride" else 0
+        self._fast = None
 
     # operand checks -------------------------------------------------------------------------
     def _dtype_ok(self, x, want, name):
@@ -189,8 +190,12 @@ class LowpKernel(_handles.Kernel):
         ``-a_zero_point * column sums of B``), in the same pass."""
         # the common call (exact arrays of the handle's types, C-contiguous, c apart) checked
         # and run in one Cython call; anything else takes the checks below
-        if (comp is None and not self._a7 and not _forced[self._family]
-                and len(args) == self._fast_nargs and self.c_handle.fast_call(*args)):
+        fast = self._fast
+        if fast is None:
+            fast = self._fast = (self.c_handle.fast_call if self._fast_nargs and not self._a7
+                                 else False)
+        if (fast and comp is None and len(args) == self._fast_nargs
+                and not _forced[self._family] and fast(*args)):
             return args[2]
         m, n, k = self._m, self._n, self._k
         mode = self._batch

@@ -429,7 +429,8 @@ static int lp_direct_brgemm(const lp_plan *L, const lp_brd_table *t, const void 
 {
     const pytpp_lowp_desc *d = L->d;
     const int64_t nb = bt->count;
-    const char **ptrs = (const char **)malloc((size_t)(2 * nb) * sizeof(char *));
+    const char *small[2 * 64];      /* (an in-cache batch is rarely longer: no heap then) */
+    const char **ptrs = nb <= 64 ? small : (const char **)malloc((size_t)(2 * nb) * sizeof(char *));
     if (!ptrs) return -1;
     for (int64_t e = 0; e < nb; ++e) {
         ptrs[e] = batch_ptr(bt, a, e, 0, L->in_a);
@@ -457,7 +458,7 @@ static int lp_direct_brgemm(const lp_plan *L, const lp_brd_table *t, const void 
 #endif
         if (!by_cols && d->epilogue) d->epilogue(d->epi_ctx, c, ldc, 0, d->m, 0, d->n);
     }
-    free(ptrs);
+    if (ptrs != small) free(ptrs);
     return 0;
 }
 
