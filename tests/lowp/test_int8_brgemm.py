@@ -253,3 +253,20 @@ def test_aliasing_c_rows_accumulate_exactly(isa, rng, adt, bdt, row_elems, n):
             h(a, b, c, count)
             np.testing.assert_array_equal(c, want, err_msg=kern)
             assert (big[:, n:] == -5).all(), kern
+
+
+@pytest.mark.parametrize("n,row,k", [(2048, 2048, 37), (100, 4096, 64), (33, 2048, 5)])
+def test_b_rows_aliasing_in_l1_exact(isa, rng, n, row, k):
+    # plain B rows 2 KiB apart or a multiple (packed two panels at a time on the raw-quad
+    # kernels): B a column slice of a wider array, a partial last panel, k not a multiple of 4
+    m = 9
+    a = ints(rng, (m, k), U8)
+    wide = ints(rng, (k, row), I8)
+    b = wide[:, :n]
+    want = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32)
+    g = pytpp.tpp.gemm(m, n, k, dtype=U8, b_dtype=I8, beta=0.0)
+    for kern in kernels_for(U8, I8):
+        with _lowp.using_kernel(kern):
+            np.testing.assert_array_equal(g(a, b, np.full((m, n), -3, np.int32)), want,
+                                          err_msg=kern)
+    np.testing.assert_array_equal(pytpp.quant.matmul_int8(a, b), want)

@@ -137,8 +137,9 @@ static void pack_b(const lp_plan *L, const char *b, int64_t kk, int64_t cols, vo
     else pack_b_bf16(L, (const uint16_t *)b, kk, cols, dst);
 }
 
-/* Columns [0, cols) of B into consecutive panels `panel` bytes apart: VNNI quads by the
- * table's packer of many panels where it has one, anything else panel by panel. */
+/* Columns [0, cols) of B into consecutive panels `panel` bytes apart: VNNI quads, and plain rows
+ * 2 KiB apart or a multiple, by the table's packers of many panels where it has them (rows that
+ * alias in L1), anything else panel by panel. */
 static void pack_b_panels(const lp_plan *L, const char *b, int64_t kk, int64_t cols, char *dst,
                           int64_t panel)
 {
@@ -146,6 +147,11 @@ static void pack_b_panels(const lp_plan *L, const char *b, int64_t kk, int64_t c
     const pytpp_i8_kernels *i8 = L->ks->i8;
     if (i8 && i8->pack_b_quads && d->g == 4 && d->rs_e == 1 && d->cs == 4) {
         i8->pack_b_quads((const uint8_t *)b, d->rs_g, kk, cols, dst, panel);
+        return;
+    }
+    if (i8 && i8->pack_b_plain && d->g == 1 && d->cs == 1 && d->rs_g > 0 &&
+        d->rs_g % 2048 == 0) {
+        i8->pack_b_plain((const uint8_t *)b, d->rs_g, kk, cols, dst, panel);
         return;
     }
     for (int64_t q = 0; q * L->nr < cols; ++q) {

@@ -69,6 +69,10 @@ typedef struct pytpp_i8_kernels {
      * into ceil(cols / NR) panels `panel` bytes apart, each as pack_b writes one */
     void (*pack_b_quads)(const uint8_t *b, int64_t rs, int64_t kk, int64_t cols, void *dst,
                          int64_t panel);
+    /* raw-quad families (else NULL): the same for plain B rows (row stride rs), two panels at
+     * a time (for row strides that alias in L1) */
+    void (*pack_b_plain)(const uint8_t *b, int64_t rs, int64_t kk, int64_t cols, void *dst,
+                         int64_t panel);
     pytpp_i8_gemv_fn gemv;      /* small m on unpacked B (NULL: the family has none) */
     /* the float32 passes of a quantized layer (quant_rows.inc, pytpp_lowp_qlinear): x's range
      * (min(x, 0), max(x, 0); returns 1 on NaN / inf) and x quantized to uint8 rows of k bytes */
