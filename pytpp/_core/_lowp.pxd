@@ -28,6 +28,7 @@ cdef extern from "pytpp/gemm_lowp.h" nogil:
         int a_type, b_type, c_type
         int accumulate
         int b_packed
+        int32_t colsum_scale
         pytpp_lowp_epilogue_fn epilogue
         const void *epi_ctx
     ctypedef struct pytpp_lowp_kernels:

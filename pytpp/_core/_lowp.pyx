@@ -120,6 +120,7 @@ cdef int fill_desc(pytpp_lowp_desc *d, tuple geom) except -1:
     (d.m, d.n, d.k, d.rsa, d.csa, d.g, d.rs_g, d.rs_e, d.cs, d.ldc, d.a_type, d.b_type,
      d.c_type, d.accumulate) = geom[:14]
     d.b_packed = geom[14] if len(geom) > 14 else 0
+    d.colsum_scale = geom[15] if len(geom) > 15 else 0
     d.epilogue = NULL
     d.epi_ctx = NULL
     return 0
@@ -151,7 +152,7 @@ def run(int isa, int which, object a, object b, cnp.ndarray c, tuple geom, int m
         int64_t count, int64_t stride_a, int64_t stride_b, object off_a, object off_b,
         object comp):
     """One BRGEMM. geom = (m, n, k, rsa, csa, g, rs_g, rs_e, cs, ldc, a_type, b_type, c_type,
-    accumulate[, b_packed]), strides in elements. mode 0 stride (a, b arrays at their first block), 1 offset
+    accumulate[, b_packed[, colsum_scale]]), strides in elements. mode 0 stride (a, b arrays at their first block), 1 offset
     (off_a / off_b int64 arrays), 2 address (a, b sequences of arrays)."""
     cdef pytpp_lowp_desc d
     fill_desc(&d, geom)
@@ -278,6 +279,7 @@ cdef class LowpHandle:
         self.desc.a_type, self.desc.b_type, self.desc.c_type = a_type, b_type, c_type
         self.desc.accumulate = accumulate
         self.desc.b_packed = 0
+        self.desc.colsum_scale = 0
         self.desc.epilogue = NULL
         self.desc.epi_ctx = NULL
         self.stride_a = m * k

@@ -130,6 +130,12 @@ def matmul_int8(a: ArrayLike, b: ArrayLike, *, a_zero_point: ArrayLike = 0,
         if za.ndim == 0:
             with np.errstate(over="ignore"):
                 target += (-(za * colsum) + k * za * zb).astype(I32)
+    elif za.ndim == 0 and za != 0 and m > 4:
+        # a per-tensor zero point of a, rows enough for the packed kernels: -za * colsum(b),
+        # the column sums taken from b's panels as they are packed, + k * za * zb per column
+        with np.errstate(over="ignore"):
+            const = np.ascontiguousarray(np.broadcast_to((k * za * zb).astype(I32), (n,)))
+        _product(a, b, target, const if const.any() else None, a7, colsum_scale=-int(za))
     else:
         comp = None
         if za.ndim == 0 and (za != 0 or zb.ndim == 0 and zb != 0):

@@ -51,17 +51,21 @@ def in_place_target(c, inputs, keep):
     return np.array(c, order="C") if keep else np.empty(c.shape, c.dtype)
 
 
-def product_8bit(a, b, c, comp=None, a_7bit=False):
+def product_8bit(a, b, c, comp=None, a_7bit=False, colsum_scale=0):
     """c = a @ b (+ comp on every row) for 2-D 8-bit a (m, k), b (k, n) with any strides and an
     int32 c (m, n), on the active level's kernels with no checks: for callers that checked the
     operands themselves (pytpp.quant.matmul_int8; a handle checks again, at ten times the cost
-    of a small product). a_7bit: a holds values in [0, 127] (the AVX2 7-bit kernels)."""
+    of a small product). a_7bit: a holds values in [0, 127] (the AVX2 7-bit kernels).
+    colsum_scale: s to add s * (b's column sums) to every row as well (with comp: the
+    compensation of a per-tensor zero point of a, the sums taken while b is packed; for more
+    rows than the small-m kernels take, which read b unpacked)."""
     m, k = a.shape
     n = b.shape[1]
     which = _forced["i8"] or (_U7 if a_7bit and SEVEN_BIT_PAYS else 0)
     target = in_place_target(c, (a, b), False)
     geom = (m, n, k, a.strides[0], a.strides[1], 1, b.strides[0], 0, b.strides[1],
-            target.strides[0] // 4, _TYPE[a.dtype], _TYPE[b.dtype], _lowp.I32, 0)
+            target.strides[0] // 4, _TYPE[a.dtype], _TYPE[b.dtype], _lowp.I32, 0, 0,
+            int(np.int32(np.uint32(colsum_scale % 2 ** 32))))
     _lowp.run(_runtime.active_isa_index(), which, a, b, target, geom, 0, 1, 0, 0, None, None,
               comp)
     if target is not c:

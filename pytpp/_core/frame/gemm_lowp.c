@@ -40,6 +40,10 @@ typedef struct lp_plan {
     const int32_t *comp;        /* added to int32 C by the kernels at the last store (NULL: none,
                                  * or added in a pass at the end: with an epilogue, which sees C
                                  * before it) */
+    /* colsum_scale: the column sums of the packed B panels and comp made of them, written column
+     * by column as the last k block's panels are packed (so comp points at cs_comp) */
+    int32_t *colsum, *cs_comp;
+    const int32_t *comp_in;
 } lp_plan;
 
 /* comp[j] added to every row of rows x cols of int32 C (the kernels add it at their store where
@@ -179,6 +183,19 @@ static int64_t packed_offset(const lp_plan *L, int64_t k0, int64_t kk, int64_t n
     return (k0 * npad + k_padded(L, kk) * n0) * L->psz;
 }
 
+/* The column sums of one packed B panel (columns [j0, j0 + cols) of C) added to L->colsum
+ * (started when not `more`), and on the last k block comp made of them. */
+static void lp_colsums(const lp_plan *L, const char *panel, int64_t kd, int64_t j0, int64_t cols,
+                       int more, int last)
+{
+    L->ks->i8->colsum(kd, panel, L->colsum + j0, cols, more);
+    if (!last) return;
+    const uint32_t s = (uint32_t)L->d->colsum_scale;
+    for (int64_t j = j0; j < j0 + cols; ++j)
+        L->cs_comp[j] = (int32_t)((L->comp_in ? (uint32_t)L->comp_in[j] : 0u) +
+                                  s * (uint32_t)L->colsum[j]);
+}
+
 /* One thread's part: rows of MR panels [p0, p1) and columns [j0, j1) (j0 a multiple of NR) of
  * C (4-byte elements, row stride ldc). shared: the team splits rows and packs each B block
  * together (barriers); else the thread owns its columns and packs its own B panels. */
@@ -233,6 +250,11 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                                    bbuf + q * bpanel + e * kp * NR * L->psz);
                         }
                     }
+                    if (L->colsum)
+                        for (int64_t q = q_first; q < npan; q += q_step)
+                            lp_colsums(L, bblk + q * bpanel, kd, n0 + q * NR,
+                                       nn - q * NR < NR ? nn - q * NR : NR, bi > 0 || k0 > 0,
+                                       last);
 #ifdef _OPENMP
                     if (sync) {
 #pragma omp barrier
@@ -330,7 +352,7 @@ static int lp_gemv_fits(const lp_plan *L)
 {
     const pytpp_lowp_desc *d = L->d;
     const pytpp_i8_kernels *i8 = L->ks->i8;
-    if (!i8 || !i8->gemv || d->b_packed || d->m > PYTPP_I8_GEMV_MR) return 0;
+    if (!i8 || !i8->gemv || d->b_packed || d->m > PYTPP_I8_GEMV_MR || d->colsum_scale) return 0;
     return (d->g == 1 && d->cs == 1) || (d->g == 4 && d->rs_e == 1 && d->cs == 4);
 }
 
@@ -384,7 +406,8 @@ static const lp_brd_table *lp_direct(const lp_plan *L, const pytpp_batch *bt)
     const lp_brd_table *t = L->ks->i8 ? &L->ks->i8->brd : L->widened ? NULL : &L->pk->brd;
     const int64_t w = L->ks->i8 ? 4 : 2;   /* elements per word */
     if (!t || !(*t)[0][0][0] || (L->ks->i8 && L->group != 4)) return NULL;
-    if (d->b_packed || d->csa != 1 || d->k % w || d->g != w || d->rs_e != 1 || d->cs != w)
+    if (d->b_packed || d->csa != 1 || d->k % w || d->g != w || d->rs_e != 1 || d->cs != w ||
+        d->colsum_scale)
         return NULL;
     const double bytes = (double)bt->count * (double)d->k * (double)(d->m + d->n) * L->in_a;
     return bytes <= LP_DIRECT_BYTES ? t : NULL;
@@ -561,6 +584,7 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
     if (m == 0 || n == 0) return 0;
     lp_plan L;
     if (lp_plan_init(&L, ks, d)) return -2;
+    if (d->colsum_scale && (d->b_packed || d->epilogue)) return -2;
     /* A batch of shallow products (k within one block) folds as many elements into a block as
      * the B panel budget holds: 16 x 64^3 u8 x s8 ran 11 x 4 register blocks per element, each
      * loading and storing C around 32 k steps. */
@@ -626,7 +650,20 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
         }
         const size_t per_thread = by_cols ? bbytes + abytes : abytes;
         char *buf = (char *)aligned_alloc(64, (by_cols ? 0 : bbytes) + (size_t)nt * per_thread);
-        if (!buf) {
+        int32_t *cs = NULL;
+        if (buf && d->colsum_scale && L.ks->i8 && L.ks->i8->colsum &&
+            d->c_type == PYTPP_LP_I32) {
+            cs = (int32_t *)malloc((size_t)(2 * n) * sizeof(int32_t));  /* sums, then comp */
+            if (cs) {
+                L.colsum = cs;
+                L.cs_comp = cs + n;
+                L.comp_in = comp;
+                L.comp = L.cs_comp;
+            } else {
+                err = -1;
+            }
+        }
+        if (!buf || err) {
             err = -1;
         } else if (nt == 1) {
             if (gemv) lp_run_gemv(&L, a, b, (int32_t *)cw, ldc, batch, buf, buf + bbytes, 0, n);
@@ -657,6 +694,7 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
 #endif
         }
         free(buf);
+        free(cs);
     }
     if (!err && comp_at_end && d->c_type == PYTPP_LP_I32) add_comp(cw, ldc, m, n, comp);
     if (bf16_out) {

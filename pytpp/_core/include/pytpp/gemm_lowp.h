@@ -69,6 +69,9 @@ typedef struct pytpp_i8_kernels {
      * into ceil(cols / NR) panels `panel` bytes apart, each as pack_b writes one */
     void (*pack_b_quads)(const uint8_t *b, int64_t rs, int64_t kk, int64_t cols, void *dst,
                          int64_t panel);
+    /* integer families (else NULL): the column sums of one packed panel over ks steps,
+     * out[0:cols] (+)= them */
+    void (*colsum)(int64_t ks, const void *panel, int32_t *out, int64_t cols, int accumulate);
     /* raw-quad families (else NULL): the same for plain B rows (row stride rs), two panels at
      * a time (for row strides that alias in L1) */
     void (*pack_b_plain)(const uint8_t *b, int64_t rs, int64_t kk, int64_t cols, void *dst,
@@ -107,6 +110,10 @@ typedef struct pytpp_lowp_desc {
     int accumulate;             /* beta = 1: C += ...; 0: C = ... (C not read) */
     int b_packed;               /* B_i are whole pre-packed buffers (pytpp_lowp_pack_b), found
                                  * by the batch in bytes; B layout fields unused */
+    int32_t colsum_scale;       /* 8-bit, B not pre-packed: 0, or s to add s * (the column sums
+                                 * of the B_i) to every row of C with comp (s = -a_zero_point: the
+                                 * compensation of a per-tensor zero point, the sums taken from
+                                 * the packed panels in L1 instead of a pass over B) */
     pytpp_lowp_epilogue_fn epilogue;    /* NULL: none */
     const void *epi_ctx;
 } pytpp_lowp_desc;
