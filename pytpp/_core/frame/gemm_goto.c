@@ -23,6 +23,7 @@
 #include "pytpp/fpmode.h"
 #include "pytpp/gemm_pk_shapes.h"
 #include "pytpp/lookahead.h"
+#include "pytpp/brd_tiles.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -668,18 +669,11 @@ static void run_direct_bf16(const eng *e, const pytpp_mm_desc *d, const char *a,
         lda = kq * 4;
     }
     const char *bp = (const char *)bv;
-    const int64_t MR = e->kp->mr_main, VL = e->vl, NR = e->nr, blocks = (m + MR - 1) / MR;
+    const int64_t MR = e->kp->mr_main;
     const unsigned fp_mode = e->kp->ftz ? pytpp_ftz_enter() : 0;
-    for (int64_t j0 = 0; j0 < n; j0 += NR) {
-        const int64_t cols = n - j0 < NR ? n - j0 : NR;
-        const int64_t nv = (cols + VL - 1) / VL, tail = cols - (nv - 1) * VL;
-        for (int64_t r = 0; r < blocks; ++r) {    /* row blocks of equal heights */
-            const int64_t i0 = m * r / blocks, rows = m * (r + 1) / blocks - i0;
-            e->kp->brd[nv - 1][rows - 1][tail != VL](kq, 1, &ap, i0 * lda, lda, &bp, j0 * 4,
-                                                     n * 4, c + (i0 * d->ldc + j0) * 4, d->ldc,
-                                                     0, tail, NULL);
-        }
-    }
+    for (int64_t j0 = 0; j0 < n; j0 += e->nr)
+        pytpp_brd_panel(&e->kp->brd, MR, e->nr, e->vl, m, n, j0, 0, pytpp_brd_blocks(m, MR), kq,
+                        1, &ap, lda, &bp, 4, n * 4, c, d->ldc, 0, NULL);
     if (e->kp->ftz) pytpp_ftz_leave(fp_mode);
 }
 

@@ -11,6 +11,7 @@
 #endif
 #include "pytpp/gemm_lowp.h"
 #include "pytpp/fpmode.h"
+#include "pytpp/brd_tiles.h"
 
 /* Bytes of one packed NR-column B panel at most: it stays in L1 while the A panels of a row
  * block pass by, with 16 KiB left for them, C and the stack (but at least half of L1): 16 KiB of
@@ -149,13 +150,10 @@ static void pack_b_panels(const lp_plan *L, const char *b, int64_t kk, int64_t c
 {
     const pytpp_lowp_desc *d = L->d;
     const pytpp_i8_kernels *i8 = L->ks->i8;
-    if (i8 && i8->pack_b_quads && d->g == 4 && d->rs_e == 1 && d->cs == 4) {
-        i8->pack_b_quads((const uint8_t *)b, d->rs_g, kk, cols, dst, panel);
-        return;
-    }
-    if (i8 && i8->pack_b_plain && d->g == 1 && d->cs == 1 && d->rs_g > 0 &&
-        d->rs_g % 2048 == 0) {
-        i8->pack_b_plain((const uint8_t *)b, d->rs_g, kk, cols, dst, panel);
+    const int quads = d->g == 4 && d->rs_e == 1 && d->cs == 4;
+    const int aliasing = d->g == 1 && d->cs == 1 && d->rs_g > 0 && d->rs_g % 2048 == 0;
+    if (i8 && i8->pack_b_across && (quads || aliasing)) {
+        i8->pack_b_across((const uint8_t *)b, d->rs_g, quads, kk, cols, dst, panel);
         return;
     }
     for (int64_t q = 0; q * L->nr < cols; ++q) {
@@ -399,11 +397,10 @@ static void lp_run_gemv(const lp_plan *L, const void *a, const void *b, int32_t 
  * the whole batch fit in L2 together (in-cache BRGEMM: packing both per call took 55-60% of the
  * time of 16 x 64^3; a bigger operand is read more often than packing it once costs). */
 #define LP_DIRECT_BYTES (512 * 1024)
-typedef pytpp_lowp_brd_fn lp_brd_table[PYTPP_PK_NV_MAX][PYTPP_PK_MR_MAX][2];
-static const lp_brd_table *lp_direct(const lp_plan *L, const pytpp_batch *bt)
+static const pytpp_brd_table *lp_direct(const lp_plan *L, const pytpp_batch *bt)
 {
     const pytpp_lowp_desc *d = L->d;
-    const lp_brd_table *t = L->ks->i8 ? &L->ks->i8->brd : L->widened ? NULL : &L->pk->brd;
+    const pytpp_brd_table *t = L->ks->i8 ? &L->ks->i8->brd : L->widened ? NULL : &L->pk->brd;
     const int64_t w = L->ks->i8 ? 4 : 2;   /* elements per word */
     if (!t || !(*t)[0][0][0] || (L->ks->i8 && L->group != 4)) return NULL;
     if (d->b_packed || d->csa != 1 || d->k % w || d->g != w || d->rs_e != 1 || d->cs != w ||
@@ -413,46 +410,38 @@ static const lp_brd_table *lp_direct(const lp_plan *L, const pytpp_batch *bt)
     return bytes <= LP_DIRECT_BYTES ? t : NULL;
 }
 
-/* Rows of C per register block of a direct call: ceil(m / the main height) blocks of as equal
- * heights as can be (64 rows: 6 of 10-11, not 5 of 12 and one of 4 whose few accumulator chains
- * wait on the dot product's latency). */
-static int64_t lp_direct_blocks(const lp_plan *L)
+/* The main register-block height of the direct kernels of a call. */
+static int64_t lp_direct_mr(const lp_plan *L)
 {
-    const int64_t mr = L->ks->i8 ? L->ks->i8->mr_main : L->pk->mr_main;
-    return (L->d->m + mr - 1) / mr;
+    return L->ks->i8 ? L->ks->i8->mr_main : L->pk->mr_main;
 }
 
 /* One thread's part of a direct call over nb batch elements (ap, bp: where each A and B
- * starts): column panels [q0, q1) x row blocks [r0, r1) of C (4-byte elements, row stride ldc);
- * the epilogue runs on each finished column panel (all rows). */
-static void lp_run_direct(const lp_plan *L, const lp_brd_table *t, int64_t nb,
+ * starts): column panels [q0, q1) x row blocks [r0, r1) of C (4-byte elements, row stride ldc;
+ * brd_tiles.h); the epilogue runs on each finished column panel (all rows). */
+static void lp_run_direct(const lp_plan *L, const pytpp_brd_table *t, int64_t nb,
                           const char *const *ap, const char *const *bp, char *c, int64_t ldc,
                           int64_t q0, int64_t q1, int64_t r0, int64_t r1)
 {
     const pytpp_lowp_desc *d = L->d;
-    const int64_t NR = L->nr, VL = L->vl, w = L->ks->i8 ? 4 : 2, blocks = lp_direct_blocks(L);
-    const int64_t lda = d->rsa * L->in_a, ldb = d->rs_g * L->in_b;
+    const int64_t NR = L->nr, w = L->ks->i8 ? 4 : 2, mr = lp_direct_mr(L);
+    const int64_t blocks = pytpp_brd_blocks(d->m, mr);
     const int ftz = L->ks->i8 ? L->ks->i8->ftz : L->pk->ftz;
     const unsigned fp_mode = ftz ? pytpp_ftz_enter() : 0;
     for (int64_t q = q0; q < q1; ++q) {
-        const int64_t j0 = q * NR, cols = d->n - j0 < NR ? d->n - j0 : NR;
-        const int64_t nv = (cols + VL - 1) / VL, tail = cols - (nv - 1) * VL;
-        for (int64_t r = r0; r < r1; ++r) {
-            const int64_t i0 = d->m * r / blocks, rows = d->m * (r + 1) / blocks - i0;
-            (*t)[nv - 1][rows - 1][tail != VL](d->k / w, nb, ap, i0 * lda, lda, bp,
-                                               j0 * w * L->in_b, ldb,
-                                               c + (i0 * ldc + j0) * 4, ldc, d->accumulate,
-                                               tail, L->comp ? L->comp + j0 : NULL);
-        }
+        const int64_t j0 = q * NR;
+        pytpp_brd_panel(t, mr, NR, L->vl, d->m, d->n, j0, r0, r1, d->k / w, nb, ap,
+                        d->rsa * L->in_a, bp, w * L->in_b, d->rs_g * L->in_b, c, ldc,
+                        d->accumulate, L->comp ? L->comp + j0 : NULL);
         if (d->epilogue && r0 == 0 && r1 == blocks)
-            d->epilogue(d->epi_ctx, c + j0 * 4, ldc, 0, d->m, j0, cols);
+            d->epilogue(d->epi_ctx, c + j0 * 4, ldc, 0, d->m, j0, d->n - j0 < NR ? d->n - j0 : NR);
     }
     if (ftz) pytpp_ftz_leave(fp_mode);
 }
 
 /* A direct call (lp_direct): the threads split the column panels, or the row blocks when there
  * are fewer panels than threads (then the epilogue runs once all rows are done). */
-static int lp_direct_brgemm(const lp_plan *L, const lp_brd_table *t, const void *a,
+static int lp_direct_brgemm(const lp_plan *L, const pytpp_brd_table *t, const void *a,
                             const void *b, char *c, int64_t ldc, const pytpp_batch *bt,
                             int nthreads)
 {
@@ -465,7 +454,8 @@ static int lp_direct_brgemm(const lp_plan *L, const lp_brd_table *t, const void 
         ptrs[e] = batch_ptr(bt, a, e, 0, L->in_a);
         ptrs[nb + e] = batch_ptr(bt, b, e, 1, L->in_b);
     }
-    const int64_t npan = (d->n + L->nr - 1) / L->nr, rblocks = lp_direct_blocks(L);
+    const int64_t npan = (d->n + L->nr - 1) / L->nr;
+    const int64_t rblocks = pytpp_brd_blocks(d->m, lp_direct_mr(L));
     const double work = (double)d->m * (double)d->n * (double)d->k * (double)nb;
     int nt = nthreads < 1 || work < 1e6 ? 1 : nthreads;
     const int by_cols = npan >= nt;
@@ -613,6 +603,7 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
         ldc = n;
     }
     int err = 0;
+    const pytpp_brd_table *direct;
     /* the runs add comp to each finished tile; an empty sum, or a call with an epilogue (which
      * sees C before comp), gets the pass at the end */
     const int comp_at_end = comp && (d->epilogue || d->k == 0 || batch->count == 0);
@@ -621,8 +612,8 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
         if (!d->accumulate)
             for (int64_t i = 0; i < m; ++i) memset(cw + i * ldc * 4, 0, (size_t)n * 4);
         if (d->epilogue) d->epilogue(d->epi_ctx, cw, ldc, 0, m, 0, n);
-    } else if (lp_direct(&L, batch)) {
-        err = lp_direct_brgemm(&L, lp_direct(&L, batch), a, b, cw, ldc, batch, nthreads);
+    } else if ((direct = lp_direct(&L, batch)) != NULL) {
+        err = lp_direct_brgemm(&L, direct, a, b, cw, ldc, batch, nthreads);
     } else {
         int64_t kp = round_up(L.kc < d->k ? L.kc : d->k, 4);  /* >= any k_pad */
         if (kp < L.fold * k_padded(&L, d->k)) kp = L.fold * k_padded(&L, d->k);

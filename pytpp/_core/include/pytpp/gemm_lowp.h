@@ -65,17 +65,15 @@ typedef struct pytpp_i8_kernels {
                    int64_t lda, int64_t pad, int sgn, void *dst);
     void (*pack_b)(const uint8_t *b, int g, int64_t rs_g, int64_t rs_e, int64_t cs, int64_t kk,
                    int64_t cols, int sgn, void *dst);
-    /* raw-quad families (else NULL): B in VNNI quad rows (quad-row stride rs), columns [0, cols)
-     * into ceil(cols / NR) panels `panel` bytes apart, each as pack_b writes one */
-    void (*pack_b_quads)(const uint8_t *b, int64_t rs, int64_t kk, int64_t cols, void *dst,
-                         int64_t panel);
+    /* raw-quad families (else NULL): B (plain rows, vnni 0, row stride rs; or VNNI quad rows,
+     * vnni 1, quad-row stride rs), columns [0, cols) into ceil(cols / NR) panels `panel` bytes
+     * apart as pack_b writes each, a quad row at a time across a group of panels (for rows that
+     * alias in L1) */
+    void (*pack_b_across)(const uint8_t *b, int64_t rs, int vnni, int64_t kk, int64_t cols,
+                          void *dst, int64_t panel);
     /* integer families (else NULL): the column sums of one packed panel over ks steps,
      * out[0:cols] (+)= them */
     void (*colsum)(int64_t ks, const void *panel, int32_t *out, int64_t cols, int accumulate);
-    /* raw-quad families (else NULL): the same for plain B rows (row stride rs), two panels at
-     * a time (for row strides that alias in L1) */
-    void (*pack_b_plain)(const uint8_t *b, int64_t rs, int64_t kk, int64_t cols, void *dst,
-                         int64_t panel);
     pytpp_i8_gemv_fn gemv;      /* small m on unpacked B (NULL: the family has none) */
     /* the float32 passes of a quantized layer (quant_rows.inc, pytpp_lowp_qlinear): x's range
      * (min(x, 0), max(x, 0); returns 1 on NaN / inf) and x quantized to uint8 rows of k bytes */
