@@ -5,7 +5,7 @@ pytpp's dense matmul and numpy's dense matmul of the same shape, all in one run.
 
 ``python -m pytpp bench sparse`` runs a subset that takes a few minutes: the headline case
 (4096^2, 16 x 16 blocks, density 0.1, N = 256), block sizes and densities on 2048^2, N = 32,
-bfloat16, a skewed matrix (half the blocks in 5% of the block rows) and the BERT-base FFN pruned
+bfloat16 (with the same product in float32 beside it), a skewed matrix (half the blocks in 5% of the block rows) and the BERT-base FFN pruned
 to 20% in 8 x 8 blocks (dense x sparse). ``python -m pytpp bench sparse_grid`` runs the issue's
 full grid (4096^2 and 2048^2, blocks 1-32, densities 0.5-0.01, N 32 and 256, fp32 and bf16).
 Run with ``--threads 1,2`` for the thread scaling."""
@@ -72,6 +72,10 @@ def spmm_case(h, threads, size, block, density, n, dtype, skew=False, peers=True
              ("pytpp dense", lambda: pytpp.matmul(a, b, out=out))]
     if dtype != BF16:
         impls.append(("numpy dense", lambda: np.matmul(a, b, out=out)))
+    else:  # the same product in float32: what bf16 gains
+        a32, b32 = a.astype(np.float32), b.astype(np.float32)
+        A32 = sparse.BSR.from_dense(a32, block=(block, block))
+        impls.append(("pytpp spmm f32", lambda: sparse.spmm(A32, b32, out=out)))
     if peers and dtype != BF16:
         csr, bsr = sp.csr_array(a), sp.bsr_array(a, blocksize=(block, block))
         impls += [("scipy csr", lambda: csr @ b), ("scipy bsr", lambda: bsr @ b)]
@@ -129,6 +133,10 @@ def run(h):
             for density in (0.5, 0.2, 0.05, 0.01):
                 spmm_case(h, threads, 2048, 16, density, 256, np.float32)
             spmm_case(h, threads, 2048, 16, 0.1, 32, np.float32)
-        spmm_case(h, threads, 2048, 16, 0.1, 256, BF16)
+        spmm_case(h, threads, 4096, 16, 0.1, 256, BF16)
+        if not h.quick:
+            for block in (4, 8, 16, 32):
+                spmm_case(h, threads, 2048, block, 0.1, 256, BF16)
+            spmm_case(h, threads, 2048, 16, 0.1, 32, BF16)
         ffn_case(h, threads, 384, 768, 3072)
         ffn_case(h, threads, 384, 3072, 768)

@@ -2,7 +2,7 @@
 from pytpp import _validate
 from pytpp._typing import Array, ArrayLike
 from pytpp.sparse._containers import _BlockSparse
-from pytpp.sparse._spmm import _cols_form, spmm
+from pytpp.sparse._spmm import prepare_right, spmm
 
 
 class SparseLinear:
@@ -36,7 +36,7 @@ class SparseLinear:
         self.weight = weight
         self.out_features, self.in_features = weight.shape
         self._wt = weight.T  # type: ignore[attr-defined]
-        _cols_form(self._wt)  # the kernel's form of weight.T, once
+        prepare_right(self._wt)  # the kernels' forms of weight.T, once
         rdt = _validate.F32 if weight.dtype == _validate.BF16 else weight.dtype
         if bias is not None:
             bias = _validate.as_array(bias, "bias", fn)

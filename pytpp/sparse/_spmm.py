@@ -14,9 +14,14 @@ C^T = W^T @ X^T by rows when X has at least 4 vectors of rows and W's blocks are
 vectors (or narrower than one): the tiles run along X's rows; X^T and C^T go through the
 transpose kernel.
 
-bfloat16: both operands are widened to float32 (bf16 products are exact in float32) and the
-result is float32, as ``pytpp.matmul`` returns it; the widened blocks are made once per matrix,
-the dense operand is widened by the kernel while it packs it (rows walk) or by numpy (cols)."""
+bfloat16 (result float32, as ``pytpp.matmul`` returns it): every output is the sum
+``vdpbf16ps`` forms, k in pairs (the odd element first) within each block, a block of odd depth
+padded with a zero, denormals flushed: bit for bit the same at every ISA level, and for blocks of
+even depth the same bits as ``pytpp.matmul`` of the dense operands. Where the CPU has
+AVX512_BF16 (or at the ref level) the bf16 direct kernels run on bf16 words (``BF16_PAIRS``);
+elsewhere the float32 kernels on operands widened in that order (``BF16_WIDENED``). The sparse
+operand's blocks are laid out once per matrix and mode; the dense operand by the kernel while it
+packs it (rows walk) or by numpy (cols walk)."""
 from typing import Any, Protocol
 
 import numpy as np
@@ -31,46 +36,117 @@ FN = "pytpp.sparse.spmm"
 _TRANSPOSED_MIN_VECTORS = 4
 
 
-def _compute(arr):
-    """float32/float64 as they are; bfloat16 widened to float32."""
-    return arr.astype(_validate.F32) if arr.dtype == _validate.BF16 else arr
-
-
-def _rows_form(s):
-    """(indptr, indices, data) of s by block rows, data in the compute dtype."""
-    form = s._forms.get("rows")
+def _form(s, key, make):
+    """s's kernel-ready form `key`, made once per matrix (not pickled)."""
+    form = s._forms.get(key)
     if form is None:
-        ip, ix, d = (s.indptr, s.indices, s.data) if s._row_major else s._recompressed()
-        form = (ip, ix, _compute(d))
-        s._forms["rows"] = form
+        form = s._forms[key] = make()
     return form
 
 
-def _cols_form(s):
-    """(indptr, indices, data) of s by block columns, blocks with unit column stride."""
-    form = s._forms.get("cols")
-    if form is None:
-        ip, ix, d = s._recompressed() if s._row_major else (s.indptr, s.indices, s.data)
-        d = _compute(d)
-        if d.shape[2] > 1 and d.strides[2] != d.itemsize:
-            d = np.ascontiguousarray(d)
-        form = (ip, ix, d)
-        s._forms["cols"] = form
-    return form
+def _by_rows(s):
+    """(indptr, indices, data) of s by block rows, the stored dtype."""
+    return _form(s, "rows", lambda: (s.indptr, s.indices, s.data) if s._row_major
+                 else s._recompressed())
 
 
-def _rows_t_form(s):
-    """s^T by block columns (the cols walk's form of s^T): s's block rows with each block
-    transposed to unit column stride."""
-    form = s._forms.get("rows_t")
-    if form is None:
-        ip, ix, d = _rows_form(s)
-        dt = d.transpose(0, 2, 1)
-        if dt.shape[2] > 1 and dt.strides[2] != dt.itemsize:
-            dt = np.ascontiguousarray(dt)
-        form = (ip, ix, dt)
-        s._forms["rows_t"] = form
-    return form
+def _by_cols(s):
+    """(indptr, indices, data) of s by block columns, the stored dtype."""
+    return _form(s, "cols", lambda: s._recompressed() if s._row_major
+                 else (s.indptr, s.indices, s.data))
+
+
+def _pad_depth(d, axis):
+    """d with its `axis` (a reduction of k values per block) zero-padded to even k."""
+    if d.shape[axis] % 2 == 0:
+        return d
+    pad = [(0, 0)] * d.ndim
+    pad[axis] = (0, 1)
+    return np.pad(d, pad)
+
+
+def _k_last(d, mode):
+    """Blocks (or rows of blocks) `d` (..., k) whose last axis is reduced, in the form of the
+    mode: float32/float64 as they are; BF16_PAIRS bf16 of even depth, C-contiguous;
+    BF16_WIDENED float32 of even depth with each pair stored odd element first."""
+    if mode == _sparse.PLAIN:
+        return d
+    d = _pad_depth(d, -1)
+    if mode == _sparse.BF16_PAIRS:
+        return np.ascontiguousarray(d)
+    pairs = d.reshape(d.shape[:-1] + (d.shape[-1] // 2, 2))[..., ::-1]
+    return pairs.astype(_validate.F32, order="C").reshape(d.shape)
+
+
+def _k_first(d, mode):
+    """Blocks (nb, k, n) whose axis 1 is reduced, as the cols walk's B: float blocks with unit
+    column stride; BF16_PAIRS VNNI pairs (nb, k / 2, n, 2); BF16_WIDENED float32 (nb, k, n), k
+    even, each pair of rows stored odd row first."""
+    if mode == _sparse.PLAIN:
+        return d if d.shape[2] <= 1 or d.strides[2] == d.itemsize else np.ascontiguousarray(d)
+    d = _pad_depth(d, 1)
+    nb, k, n = d.shape
+    pairs = d.reshape(nb, k // 2, 2, n)
+    if mode == _sparse.BF16_PAIRS:
+        return np.ascontiguousarray(pairs.transpose(0, 1, 3, 2))
+    return pairs[:, :, ::-1].astype(_validate.F32, order="C").reshape(nb, k, n)
+
+
+def _rows_a(s, mode):
+    """The rows walk's A for s: its blocks by block rows."""
+    def make():
+        ip, ix, d = _by_rows(s)
+        return ip, ix, _k_last(d, mode)
+    return _form(s, ("rows_a", mode), make)
+
+
+def _cols_b(s, mode):
+    """The cols walk's B for s: its blocks by block columns."""
+    def make():
+        ip, ix, d = _by_cols(s)
+        return ip, ix, _k_first(d, mode)
+    return _form(s, ("cols_b", mode), make)
+
+
+def _cols_t_a(s, mode):
+    """The rows walk's A for s^T: s's block columns, each block transposed."""
+    def make():
+        ip, ix, d = _by_cols(s)
+        return ip, ix, _k_last(d.transpose(0, 2, 1), mode)
+    return _form(s, ("cols_t_a", mode), make)
+
+
+def _rows_t_b(s, mode):
+    """The cols walk's B for s^T: s's block rows, each block transposed."""
+    def make():
+        ip, ix, d = _by_rows(s)
+        return ip, ix, _k_first(d.transpose(0, 2, 1), mode)
+    return _form(s, ("rows_t_b", mode), make)
+
+
+def _mode(dtype):
+    """How a product of this dtype runs at the active level (see the module's text)."""
+    return _sparse.bf16_mode() if dtype == _validate.BF16 else _sparse.PLAIN
+
+
+def prepare_right(s):
+    """Make the forms ``x @ s`` runs on at the active level (the column walk's, and the
+    transposed walk's taken for tall x), so that the first product does not pay for them."""
+    mode = _mode(s.dtype)
+    _cols_b(s, mode)
+    _cols_t_a(s, mode)
+
+
+def _cols_x(x, k, mode):
+    """The cols walk's dense A (m x K, k per block): any element strides for the float dtypes;
+    bf16 in the mode's form (PAIRS: rows of whole words, used in place when they are)."""
+    if mode == _sparse.PLAIN:
+        return x if _validate.element_strides_ok(x) else np.ascontiguousarray(x)
+    if (mode == _sparse.BF16_PAIRS and k % 2 == 0 and x.strides[1] == x.itemsize
+            and x.strides[0] % 4 == 0 and x.ctypes.data % 4 == 0):
+        return x
+    m = x.shape[0]
+    return _k_last(x.reshape(m, x.shape[1] // k, k), mode).reshape(m, -1)
 
 
 def _unit_cols(x):
@@ -105,53 +181,54 @@ def _writable_target(c_shape, out, cd, inputs):
 
 def _sparse_dense(s, b, out, cd):
     m, n = s.shape[0], b.shape[1]
-    bm = s.block[0]
+    bm, bk = s.block
+    mode = _mode(s.dtype)
     vl = _sparse.vector_width(cd == _validate.F64)
     if n < vl <= bm:
         # C^T (n x m) = B^T @ A^T through the cols walk: B^T is a view of any strides
-        b = _compute(b)
-        ip, ix, d = _rows_t_form(s)
+        ip, ix, d = _rows_t_b(s, mode)
+        bt = _cols_x(b.T, bk, mode)
         ct_target = None if out is None else out.T
         ct = _writable_target((n, m), ct_target, cd, (b, s.data))
-        _sparse.spmm_cols(b.T, ip, ix, d, ct)
+        _sparse.spmm_cols(bt, ip, ix, d, ct, mode)
         return ct.T
-    ip, ix, d = _rows_form(s)
-    b = _unit_cols(b)  # a bfloat16 b is widened by the kernel as it packs b
+    ip, ix, d = _rows_a(s, mode)
+    b = _unit_cols(b)  # a bfloat16 b is laid out by the kernel as it packs b
     c = _writable_target((m, n), out, cd, (b, s.data))
-    _sparse.spmm_rows(ip, ix, d, b, c)
+    _sparse.spmm_rows(ip, ix, d, b, c, mode, bk)
     return c
 
 
 def _dense_sparse(x, s, out, cd):
     m, n = x.shape[0], s.shape[1]
-    bn = s.block[1]
+    bk, bn = s.block
+    mode = _mode(s.dtype)
     vl = _sparse.vector_width(cd == _validate.F64)
-    ip, ix, d = _cols_form(s)
     if (m >= _TRANSPOSED_MIN_VECTORS * vl and bn < _TRANSPOSED_MIN_VECTORS * vl) or bn < vl <= m:
         # C^T (n x m) = W^T @ X^T through the rows walk: W^T's block rows are W's block
         # columns, and the register tiles run along m instead of a block's bn columns. Measured
         # (fp32 AVX2, one thread, transposes included, m 32-384): 8 x 8 blocks 36-67 vs 24-49
         # GFLOP/s for the column walk, 16 x 16 equal to 1.8x faster; 32 x 32 blocks, whose
         # columns fill the column walk's tiles, 52 vs 57-66: those keep the column walk.
+        ip, ix, d = _cols_t_a(s, mode)
         if x.shape[0] > 1 and x.strides[0] == x.itemsize:
             xt = x.T  # x is Fortran-ordered: x^T is already row-major
-        else:  # (a bfloat16 x stays bfloat16: the kernel widens x^T as it packs it)
+        else:  # (a bfloat16 x stays bfloat16: the kernel lays x^T out as it packs it)
             xt = np.empty((x.shape[1], m), x.dtype)
             _transpose_into(x, xt)
         if out is not None and _writable_target((n, m), out.T, cd, (x, s.data)) is out.T:
-            _sparse.spmm_rows(ip, ix, d.transpose(0, 2, 1), xt, out.T)
+            _sparse.spmm_rows(ip, ix, d, xt, out.T, mode, bk)
             return out
         ct = np.empty((n, m), cd)
-        _sparse.spmm_rows(ip, ix, d.transpose(0, 2, 1), xt, ct)
+        _sparse.spmm_rows(ip, ix, d, xt, ct, mode, bk)
         c = out if out is not None and not any(
             np.may_share_memory(out, a) for a in (x, s.data)) else np.empty((m, n), cd)
         _transpose_into(ct, c)
         return c
-    x = _compute(x)
-    if not _validate.element_strides_ok(x):
-        x = np.ascontiguousarray(x)
+    ip, ix, d = _cols_b(s, mode)
+    x = _cols_x(x, bk, mode)
     c = _writable_target((m, n), out, cd, (x, s.data))
-    _sparse.spmm_cols(x, ip, ix, d, c)
+    _sparse.spmm_cols(x, ip, ix, d, c, mode)
     return c
 
 

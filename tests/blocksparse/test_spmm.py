@@ -134,13 +134,93 @@ def test_random_shapes(bm, bk, nbr, nbc, n, density, left, bcsc, seed):
         assert_product(d @ S, d, a, np.float32)
 
 
-def test_bf16_matches_widened(rng):
-    """bf16 x bf16 -> float32: exactly the float32 product of the widened values."""
-    a = block_sparse(rng, (32, 32), (8, 8), 0.5, BF16)
-    b = rng.standard_normal((32, 9)).astype(BF16)
-    A = BSR.from_dense(a, block=(8, 8))
-    A32 = BSR.from_dense(a.astype(np.float32), block=(8, 8))
-    np.testing.assert_array_equal(A @ b, A32 @ b.astype(np.float32))
+BF16_BLOCKS = [(1, 1), (1, 8), (8, 1), (3, 5), (5, 3), (16, 16), (16, 7), (8, 32), (64, 64)]
+
+
+def _bf16_products(a, block, n, levels):
+    """A @ b and x @ A (both containers, every route: n and m below and above the vector
+    width) at each level in `levels` -> {(side, n): [result per level and container]}."""
+    rng = np.random.default_rng(7)
+    res = {}
+    for nn in n:
+        b = rng.standard_normal((a.shape[1], nn)).astype(BF16)
+        x = rng.standard_normal((nn, a.shape[0])).astype(BF16)
+        for isa in levels:
+            with pytpp.use_isa(isa):
+                for cls in (BSR, BCSC):
+                    s = cls.from_dense(a, block=block)
+                    res.setdefault(("left", nn), (b, []))[1].append(s @ b)
+                    res.setdefault(("right", nn), (x, []))[1].append(x @ s)
+    return res
+
+
+@pytest.mark.parametrize("block", BF16_BLOCKS)
+def test_bf16_same_bits_every_level(rng, block):
+    """bf16 x bf16 -> float32: the same bits at every ISA level (the direct bf16 kernels and the
+    widened float32 ones form the same vdpbf16ps chain), within float32 summation error of the
+    float64 product; odd block depths are padded inside each block."""
+    bm, bk = block
+    a = block_sparse(rng, (5 * bm, 4 * bk), block, 0.5, BF16, empty_rows=(2,))
+    for (side, _), (d, results) in _bf16_products(a, block, (1, 7, 40, 100),
+                                                  pytpp.available_isas()).items():
+        for r in results[1:]:
+            np.testing.assert_array_equal(r, results[0])
+        if side == "left":
+            assert_product(results[0], a, d, np.float32)
+        else:
+            assert_product(results[0], d, a, np.float32)
+
+
+@pytest.mark.parametrize("block", [(8, 8), (16, 2), (4, 32)])
+def test_bf16_even_depth_equals_matmul(isa, rng, block):
+    """Blocks of even depth: exactly pytpp.matmul of the dense bf16 operands (the skipped blocks
+    add exact zeros to the same chains)."""
+    bm, bk = block
+    a = block_sparse(rng, (6 * bm, 5 * bk), block, 0.4, BF16)
+    b = rng.standard_normal((5 * bk, 37)).astype(BF16)
+    for cls in (BSR, BCSC):
+        s = cls.from_dense(a, block=block)
+        np.testing.assert_array_equal(s @ b, pytpp.matmul(a, b))
+    w = block_sparse(rng, (6 * bk, 5 * bm), (bk, bm), 0.4, BF16)
+    for m in (3, 70):  # the column walk, and the transposed walk for tall x
+        xm = rng.standard_normal((m, 6 * bk)).astype(BF16)
+        for cls in (BSR, BCSC):
+            W = cls.from_dense(w, block=(bk, bm))
+            np.testing.assert_array_equal(xm @ W, pytpp.matmul(xm, w))
+
+
+def test_bf16_denormals_flushed(rng):
+    """Products and sums in float32's denormal range are flushed to zero at every level, as
+    vdpbf16ps does (a float32 FMA would keep them)."""
+    a = np.zeros((16, 16), np.float32)
+    a[:8, :8] = 1e-20
+    b = np.full((16, 9), 1e-20, np.float32)
+    b[0, 0] = 1.0
+    a16, b16 = a.astype(BF16), b.astype(BF16)
+    for isa in pytpp.available_isas():
+        with pytpp.use_isa(isa):
+            res = BSR.from_dense(a16, block=(8, 8)) @ b16
+        assert res[0, 1] == 0.0  # 8 products of 1e-40: denormal, flushed
+        assert res[0, 0] == np.float32(a16[0, 0])
+        np.testing.assert_array_equal(res, pytpp.matmul(a16, b16))
+
+
+def test_bf16_views_and_out(rng):
+    """Strided and Fortran-ordered bf16 dense operands, out= of any layout: the same bits as
+    C-contiguous operands."""
+    a = block_sparse(rng, (48, 64), (8, 16), 0.5, BF16)
+    A = BSR.from_dense(a, block=(8, 16))
+    b = rng.standard_normal((64, 50)).astype(BF16)
+    x = rng.standard_normal((50, 48)).astype(BF16)
+    ref_l, ref_r = A @ b, x @ A
+    for view in (np.asfortranarray(b), np.repeat(b, 2, axis=1)[:, ::2]):
+        np.testing.assert_array_equal(A @ view, ref_l)
+    for view in (np.asfortranarray(x), np.repeat(x, 3, axis=1)[:, ::3],
+                 np.ascontiguousarray(np.pad(x, ((0, 0), (1, 0))))[:, 1:]):
+        np.testing.assert_array_equal(view @ A, ref_r)
+    out = np.zeros((50, 128), np.float32)[:, ::2]
+    assert spmm(x, A, out=out) is out
+    np.testing.assert_array_equal(out, ref_r)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -2,10 +2,13 @@
  * rows of A @ B, block columns of X @ W). A group's output panel is cut into register tiles and
  * each tile is ONE call of a BRGEMM micro-kernel whose batch is the group's non-empty blocks (one
  * A and one B address per block): the tile's accumulators stay in registers over the whole
- * block row and C is written once. No ISA code here. */
+ * block row and C is written once. The kernels: the level's float BRGEMM table (gemm_ukr.inc),
+ * or for bf16 pairs the direct kernels of the bf16 table (gemm_bf16.inc). No ISA code here. */
 #include <stdlib.h>
 #include <string.h>
 #include "pytpp/sparse.h"
+#include "pytpp/brd_tiles.h"
+#include "pytpp/fpmode.h"
 #include "pytpp/partition.h"
 #include "pytpp/tuning.h"
 #ifdef _OPENMP
@@ -17,11 +20,18 @@
 
 /* How a group's output panel (rows x cols) is tiled, and how its blocks map to ukr operands. */
 typedef struct walk {
-    const pytpp_gemm_kernels *kt;
+    const pytpp_gemm_kernels *kt;   /* float kernels (PLAIN, WIDENED) */
+    const pytpp_brd_table *brd;     /* bf16 direct kernels (PAIRS), else NULL */
+    int vl, nv_main;                /* the kernels' lanes per vector and main block width */
+    int mr_max[PYTPP_NV_MAX + 1];   /* largest register block height for nv = 1..NV_MAX */
+    int ftz;                        /* run under DAZ+FTZ */
     const pytpp_bsparse *s;
-    size_t esz;
+    size_t esz;               /* bytes of a C element (and of the float kernels' operands) */
+    int64_t sesz, desz;       /* bytes per unit of the sparse data's / the dense operand's steps */
+    int64_t a_esz, b_esz;     /* PAIRS: bytes per unit of the A strides / of B's row stride and
+                               * offsets (a column of B is one word) */
     int64_t rows, cols;       /* the group's output panel */
-    int64_t k;                /* reduction length of one block */
+    int64_t k;                /* kernel steps of one block (PAIRS: words of two k values) */
     int64_t rsa, csa, ldb;    /* ukr A strides, B row stride */
     int64_t nvec;             /* vectors per panel row, the last maybe partial */
     int64_t n_rt, n_ct;       /* register tiles down and across the panel */
@@ -54,13 +64,12 @@ typedef struct walk {
  * row tiles, it won: 51 to 43, 59-68 to 53-59.) */
 static void choose_tiles(walk *w)
 {
-    const pytpp_gemm_kernels *kt = w->kt;
-    w->nvec = (w->cols + kt->vl - 1) / kt->vl;
-    const int main_nv = kt->mr_max[kt->nv_main] > 0 ? kt->nv_main : 1;
-    const int64_t main_rt = (w->rows + kt->mr_max[main_nv] - 1) / kt->mr_max[main_nv];
+    w->nvec = (w->cols + w->vl - 1) / w->vl;
+    const int main_nv = w->mr_max[w->nv_main] > 0 ? w->nv_main : 1;
+    const int64_t main_rt = (w->rows + w->mr_max[main_nv] - 1) / w->mr_max[main_nv];
     double best = -1.0;
     for (int nv = 1; nv <= PYTPP_NV_MAX; ++nv) {
-        const int mr = kt->mr_max[nv];
+        const int mr = w->mr_max[nv];
         if (mr <= 0) continue;
         const int64_t n_ct = (w->nvec + nv - 1) / nv, n_rt = (w->rows + mr - 1) / mr;
         if (nv > main_nv && n_rt > main_rt) continue;
@@ -99,10 +108,10 @@ static void run_group(const walk *w, int64_t g, int64_t t0, int64_t t1, const vo
                       const void **bp)
 {
     const pytpp_bsparse *s = w->s;
-    const pytpp_gemm_kernels *kt = w->kt;
+    const int64_t vl = w->vl;
     const int64_t p0 = s->indptr[g], nb = s->indptr[g + 1] - p0;
     const char *blocks = (const char *)s->data;
-    const int64_t bbytes = s->bstride * (int64_t)w->esz, dbytes = w->dense_step * (int64_t)w->esz;
+    const int64_t bbytes = s->bstride * w->sesz, dbytes = w->dense_step * w->desz;
     const void **blk = w->sparse_is_a ? ap : bp, **den = w->sparse_is_a ? bp : ap;
     for (int64_t i = 0; i < nb; ++i) {
         blk[i] = blocks + (p0 + i) * bbytes;
@@ -129,18 +138,27 @@ static void run_group(const walk *w, int64_t g, int64_t t0, int64_t t1, const vo
                 } else {
                     pytpp_split(w->nvec, w->n_ct, ct, &v0, &nv);
                 }
-                const int64_t j0 = v0 * kt->vl;
-                const int64_t end = (v0 + nv) * kt->vl < w->cols ? (v0 + nv) * kt->vl : w->cols;
-                const int64_t n_last = end - (v0 + nv - 1) * kt->vl;
-                const int masked = n_last != kt->vl;
-                const pytpp_ukr_fn ukr = w->prefetch ? kt->ukr_pf[nv - 1][mr - 1][masked]
-                                                     : kt->ukr[nv - 1][mr - 1][masked];
+                const int64_t j0 = v0 * vl;
+                const int64_t end = (v0 + nv) * vl < w->cols ? (v0 + nv) * vl : w->cols;
+                const int64_t n_last = end - (v0 + nv - 1) * vl;
+                const int masked = n_last != vl;
                 /* row walk: A offset = tile rows inside the blocks, B offset = tile columns of
                  * B; column walk: A offset = tile rows of X, B offset = columns in the blocks */
                 const int64_t b_off = w->b_panel_stride ? ct * w->b_panel_stride : j0;
+                char *ct0 = cg + (r0 * w->ldc + j0) * (int64_t)w->esz;
+                if (w->brd) {
+                    (*w->brd)[nv - 1][mr - 1][masked](
+                        w->k, nbc, (const char *const *)(ap + c0), r0 * w->tile_a_row * w->a_esz,
+                        w->rsa * w->a_esz, (const char *const *)(bp + c0), b_off * w->b_esz,
+                        w->ldb * w->b_esz, ct0, w->ldc, beta != 0.0, n_last, NULL);
+                    continue;
+                }
+                const pytpp_gemm_kernels *kt = w->kt;
+                const pytpp_ukr_fn ukr = w->prefetch ? kt->ukr_pf[nv - 1][mr - 1][masked]
+                                                     : kt->ukr[nv - 1][mr - 1][masked];
                 ukr(w->k, nbc, (const void *const *)(ap + c0), r0 * w->tile_a_row, w->rsa,
-                    w->csa, (const void *const *)(bp + c0), b_off, w->ldb,
-                    cg + (r0 * w->ldc + j0) * (int64_t)w->esz, w->ldc, 1.0, beta, n_last);
+                    w->csa, (const void *const *)(bp + c0), b_off, w->ldb, ct0, w->ldc, 1.0,
+                    beta, n_last);
             }
             c0 += nbc;
         } while (c0 < nb);
@@ -211,6 +229,7 @@ static int run_walk(const walk *w, int nthreads)
     {
         const void **ap = malloc(2 * nptr * sizeof(void *));
         if (!ap) err = 1;
+        const unsigned fp_mode = w->ftz ? pytpp_ftz_enter() : 0;
         #pragma omp for schedule(dynamic, 1)
         for (int64_t part = 0; part < nparts; ++part) {
             if (!ap) continue;
@@ -219,50 +238,104 @@ static int run_walk(const walk *w, int nthreads)
                 run_group(w, g, ntiles * p / npanel, ntiles * (p + 1) / npanel, ap, ap + nptr);
             }
         }
+        if (w->ftz) pytpp_ftz_leave(fp_mode);
         free(ap);
     }
     free(bounds);
     return err ? -1 : 0;
 }
 
-/* B (K x n, row stride ldb) into column panels of pw elements: panel p is K x pw row-major at
- * dst + p * K * pw, the last panel zero-padded. A bfloat16 B (bf16 != 0) is widened to float32
- * on the way (exact: the bf16 bits are the top half of the float32). Threads split the rows. */
-static void pack_panels(const char *b, int bf16, int64_t K, int64_t n, int64_t ldb, int64_t pw,
-                        size_t esz, char *dst, int nthreads)
+/* Row r of the dense B (ninner * kb rows, row stride ldb in its elements) into one row of column
+ * panels of pw units (a unit: an element of B for PLAIN, a widened float for WIDENED, a word of
+ * two bf16 for PAIRS): panel p's row at d + p * R * pw units. R rows in all: ninner * kb
+ * (PLAIN), ninner * kd (WIDENED: row i * kd + q of block i holds B row i * kb + (q ^ 1), pairs
+ * odd first, zero past kb) or ninner * kd / 2 (PAIRS: row i * kd / 2 + q holds the words of B
+ * rows i * kb + 2q and + 2q + 1, the even one in the low half, zero past kb). The last panel is
+ * zero-padded. */
+static void pack_row(const char *b, int mode, int64_t kb, int64_t kd, int64_t n, int64_t ldb,
+                     int64_t pw, int64_t R, size_t esz, int64_t r, char *dst)
 {
     const int64_t npanel = (n + pw - 1) / pw;
-    const size_t src_esz = bf16 ? 2 : esz;
-    #pragma omp parallel for num_threads(nthreads) if (nthreads > 1) schedule(static)
-    for (int64_t r = 0; r < K; ++r) {
-        const char *src = b + r * ldb * (int64_t)src_esz;
-        for (int64_t p = 0; p < npanel; ++p) {
-            const int64_t j0 = p * pw, len = n - j0 < pw ? n - j0 : pw;
-            char *d = dst + ((p * K + r) * pw) * (int64_t)esz;
-            if (bf16) {
-                const uint16_t *s16 = (const uint16_t *)src + j0;
-                uint32_t *d32 = (uint32_t *)d;
-                for (int64_t j = 0; j < len; ++j) d32[j] = (uint32_t)s16[j] << 16;
-            } else {
-                memcpy(d, src + j0 * (int64_t)esz, (size_t)len * esz);
-            }
-            if (len < pw) memset(d + len * (int64_t)esz, 0, (size_t)(pw - len) * esz);
+    const size_t usz = mode == PYTPP_SPMM_PLAIN ? esz : 4;
+    const char *src = NULL, *src1 = NULL;     /* the B rows this row is made of (NULL: zero) */
+    if (mode == PYTPP_SPMM_PLAIN) {
+        src = b + r * ldb * (int64_t)esz;
+    } else if (mode == PYTPP_SPMM_BF16_WIDENED) {
+        const int64_t q = (r % kd) ^ 1;
+        if (q < kb) src = b + ((r / kd) * kb + q) * ldb * 2;
+    } else {
+        const int64_t kh = kd / 2, q = 2 * (r % kh), row = (r / kh) * kb + q;
+        src = b + row * ldb * 2;
+        if (q + 1 < kb) src1 = src + ldb * 2;
+    }
+    for (int64_t p = 0; p < npanel; ++p) {
+        const int64_t j0 = p * pw, len = n - j0 < pw ? n - j0 : pw;
+        char *d = dst + (p * R + r) * pw * (int64_t)usz;
+        if (!src) {
+            memset(d, 0, (size_t)pw * usz);
+            continue;
         }
+        if (mode == PYTPP_SPMM_PLAIN) {
+            memcpy(d, src + j0 * (int64_t)esz, (size_t)len * esz);
+        } else {
+            const uint16_t *s0 = (const uint16_t *)src + j0;
+            const uint16_t *s1 = src1 ? (const uint16_t *)src1 + j0 : NULL;
+            uint32_t *d32 = (uint32_t *)d;
+            if (mode == PYTPP_SPMM_BF16_WIDENED)
+                for (int64_t j = 0; j < len; ++j) d32[j] = (uint32_t)s0[j] << 16;
+            else if (s1)
+                for (int64_t j = 0; j < len; ++j) d32[j] = (uint32_t)s0[j] | (uint32_t)s1[j] << 16;
+            else
+                for (int64_t j = 0; j < len; ++j) d32[j] = (uint32_t)s0[j];
+        }
+        if (len < pw) memset(d + len * (int64_t)usz, 0, (size_t)(pw - len) * usz);
     }
 }
 
-int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, int dtype, const pytpp_bsparse *a, const void *b,
-                    int b_bf16, int64_t ldb, int64_t n, void *c, int64_t ldc, int nthreads)
+int pytpp_spmm_bf16_pairs(const pytpp_pk_kernels *bf)
+{
+    return bf && !bf->bf16_widened && bf->brd[0][0][0] != NULL;
+}
+
+/* The walk's kernels: the float table kt, or (PAIRS) bf's direct kernels; per call of the bf16
+ * modes, DAZ+FTZ where the kernels' bits need it. */
+static void set_kernels(walk *w, const pytpp_gemm_kernels *kt, const pytpp_pk_kernels *bf,
+                        int mode, int dtype)
+{
+    w->esz = dtype == PYTPP_F64 ? 8 : 4;
+    if (mode == PYTPP_SPMM_BF16_PAIRS) {
+        w->brd = &bf->brd;
+        w->vl = bf->vl;
+        w->nv_main = bf->nv_main;
+        for (int nv = 1; nv <= PYTPP_NV_MAX; ++nv)
+            w->mr_max[nv] = nv <= bf->nv_main && bf->brd[nv - 1][0][0] ? bf->mr_main : 0;
+        w->ftz = bf->ftz;
+        w->sesz = w->desz = 2;   /* bf16 blocks, a bf16 dense operand */
+        w->esz = 4;
+    } else {
+        w->kt = kt;
+        w->vl = kt->vl;
+        w->nv_main = kt->nv_main;
+        for (int nv = 0; nv <= PYTPP_NV_MAX; ++nv) w->mr_max[nv] = kt->mr_max[nv];
+        w->ftz = mode == PYTPP_SPMM_BF16_WIDENED;
+        w->sesz = w->desz = (int64_t)w->esz;
+    }
+}
+
+int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, const pytpp_pk_kernels *bf, int mode,
+                    int dtype, const pytpp_bsparse *a, const void *b, int64_t kb, int64_t ldb,
+                    int64_t n, void *c, int64_t ldc, int nthreads)
 {
     walk w = {0};
-    w.kt = kt;
+    set_kernels(&w, kt, bf, mode, dtype);
+    const int pairs = mode == PYTPP_SPMM_BF16_PAIRS;
     w.s = a;
-    w.esz = dtype == PYTPP_F64 ? 8 : 4;
     w.rows = a->bm;
     w.cols = n;
-    w.k = a->bk;
+    w.k = pairs ? a->bk / 2 : a->bk;
     w.rsa = a->brs;
     w.csa = a->bcs;
+    w.a_esz = 2;
     w.ldb = ldb;
     w.cols_outer = 1;
     w.sparse_is_a = 1;
@@ -279,50 +352,60 @@ int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, int dtype, const pytpp_bsparse
      * hardware prefetcher streams, instead of bk lines a row stride apart. The copy is K x n
      * once; the walk reads B about density x (K / bk) x bm / mr times. */
     char *packed = NULL;
-    const int64_t kdim = a->ninner * a->bk;
-    const int64_t pw_vec = (w.nvec + w.n_ct - 1) / w.n_ct, pw = pw_vec * kt->vl;
+    const int64_t rows = a->ninner * w.k;     /* rows of the packed B (PAIRS: of words) */
+    const int64_t pw_vec = (w.nvec + w.n_ct - 1) / w.n_ct, pw = pw_vec * w.vl;
     /* ... and only when the walk reads B's rows at least twice on average: at density 0.01
      * (2048^2, 16 x 16 blocks) the copy cost as much as the product. */
-    /* A bfloat16 B is always packed: the widening copy is made anyway. */
+    /* bf16 B is always packed: its layout is made then. */
     const int64_t b_rows_read = a->indptr[a->ngroups] * a->bk;
-    if (b_bf16 || (w.n_ct > 1 && kdim * n * (int64_t)w.esz > PYTPP_DEFAULT_L1 &&
-                   b_rows_read >= 2 * kdim)) {
+    const int64_t kdim = a->ninner * a->bk;
+    if (mode != PYTPP_SPMM_PLAIN ||
+        (w.n_ct > 1 && kdim * n * (int64_t)w.esz > PYTPP_DEFAULT_L1 && b_rows_read >= 2 * kdim)) {
+        const size_t usz = mode == PYTPP_SPMM_PLAIN ? w.esz : 4;
+        const int64_t npanel = (w.nvec + pw_vec - 1) / pw_vec;
         /* cache-line aligned: a tile's vector loads never straddle two lines */
-        const size_t bytes = (size_t)(w.n_ct * kdim * pw) * w.esz;
+        const size_t bytes = (size_t)(npanel * rows * pw) * usz;
         packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-        if (!packed && b_bf16) return -1;
+        if (!packed && mode != PYTPP_SPMM_PLAIN) return -1;
         if (packed) {
-            pack_panels((const char *)b, b_bf16, kdim, n, ldb, pw, w.esz, packed, nthreads);
+            const int par = nthreads > 1 && (double)bytes > 65536.0;
+            #pragma omp parallel for num_threads(nthreads) if (par) schedule(static)
+            for (int64_t r = 0; r < rows; ++r)
+                pack_row((const char *)b, mode, kb, a->bk, n, ldb, pw, rows, w.esz, r, packed);
             w.dense = packed;
             w.ldb = pw;
-            w.dense_step = a->bk * pw;
-            w.b_panel_stride = kdim * pw;
+            w.dense_step = w.k * pw;
+            w.desz = w.b_esz = (int64_t)usz;
+            w.b_panel_stride = rows * pw;
             w.pw_vec = pw_vec;
-            w.n_ct = (w.nvec + pw_vec - 1) / pw_vec;
+            w.n_ct = npanel;
         }
     }
     /* prefetch the next block's B rows when B streams from L3 (more than twice L2) and a block
      * is deep enough to hide the fetch (CPU time of one thread: 4096^2 x 256 f32, 4x4-16x16
-     * blocks: +5-20%; B of 0.5-1 MiB, or 1 x 1 blocks: 5-25% slower) */
-    w.prefetch = a->bk >= 4 && kdim * n * (int64_t)w.esz > 2 * PYTPP_DEFAULT_L2;
+     * blocks: +5-20%; B of 0.5-1 MiB, or 1 x 1 blocks: 5-25% slower); the float kernels only */
+    w.prefetch = !pairs && a->bk >= 4 && kdim * n * (int64_t)w.esz > 2 * PYTPP_DEFAULT_L2;
     const int err = run_walk(&w, nthreads);
     free(packed);
     return err;
 }
 
-int pytpp_spmm_cols(const pytpp_gemm_kernels *kt, int dtype, const void *x, int64_t m, int64_t rsx,
-                    int64_t csx, const pytpp_bsparse *wt, void *c, int64_t ldc, int nthreads)
+int pytpp_spmm_cols(const pytpp_gemm_kernels *kt, const pytpp_pk_kernels *bf, int mode,
+                    int dtype, const void *x, int64_t m, int64_t rsx, int64_t csx,
+                    const pytpp_bsparse *wt, void *c, int64_t ldc, int nthreads)
 {
     walk w = {0};
-    w.kt = kt;
+    set_kernels(&w, kt, bf, mode, dtype);
+    const int pairs = mode == PYTPP_SPMM_BF16_PAIRS;
     w.s = wt;
-    w.esz = dtype == PYTPP_F64 ? 8 : 4;
     w.rows = m;
     w.cols = wt->bk;
-    w.k = wt->bm;
+    w.k = pairs ? wt->bm / 2 : wt->bm;
     w.rsa = rsx;
     w.csa = csx;
-    w.ldb = wt->brs;
+    w.a_esz = 2;
+    w.ldb = pairs ? wt->bk : wt->brs;   /* PAIRS: a block row of words, one per column */
+    w.b_esz = 4;
     w.cols_outer = 0;
     w.sparse_is_a = 0;
     w.dense = (const char *)x;

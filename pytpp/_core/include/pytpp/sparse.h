@@ -13,6 +13,7 @@
 #define PYTPP_SPARSE_H
 #include <stdint.h>
 #include "pytpp/gemm.h"
+#include "pytpp/gemm_goto.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,20 +34,41 @@ typedef struct pytpp_bsparse {
     int64_t bstride, brs, bcs;
 } pytpp_bsparse;
 
-/* C (ngroups*bm x n) = A @ B: A the sparse matrix walked by block rows (any block strides);
- * B dense K x n (K = inner blocks * bk) with row stride ldb and unit column stride; C row
- * stride ldc, unit column stride. Every element of C is written (empty block rows give 0).
- * b_bf16: B holds bfloat16 (ldb in its elements), widened exactly to float32 as it is packed
- * (dtype must be PYTPP_F32). dtype: enum pytpp_dtype of the table kt. Returns 0, or -1 when a
- * scratch allocation failed. */
-int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, int dtype, const pytpp_bsparse *a, const void *b,
-                    int b_bf16, int64_t ldb, int64_t n, void *c, int64_t ldc, int nthreads);
+/* bfloat16 products (both operands bf16, C float32): per output, the chain vdpbf16ps performs
+ * (gemm_goto.h): each block's k range in pairs, the odd element first, a block of odd depth
+ * padded with a zero, denormals flushed; blocks in stored order. Two kernels give those bits:
+ *   PYTPP_SPMM_BF16_PAIRS: a bf16 table's direct kernels (pytpp_spmm_bf16_pairs) on bf16 words:
+ *     the sparse blocks hold bf16 with even depth (zero-padded), the dense A operand of the
+ *     column walk bf16 rows of whole words, its k laid out per block at the blocks' even depth;
+ *     the sparse B operand of the column walk holds VNNI pairs (a bm x bn block as ceil(bm/2)
+ *     rows of bn words);
+ *   PYTPP_SPMM_BF16_WIDENED: the float32 table on float32 operands widened from bf16 with each
+ *     k pair stored odd element first (the blocks, and X of the column walk, laid out so by the
+ *     caller), under DAZ+FTZ.
+ * The dense B of the row walk is bf16 as the caller has it in both: the packer lays it out. */
+enum pytpp_spmm_mode { PYTPP_SPMM_PLAIN = 0, PYTPP_SPMM_BF16_WIDENED = 1, PYTPP_SPMM_BF16_PAIRS = 2 };
+
+/* Whether bf can run PYTPP_SPMM_BF16_PAIRS (it has direct kernels on bf16 words). */
+int pytpp_spmm_bf16_pairs(const pytpp_pk_kernels *bf);
+
+/* C (ngroups*bm x n) = A @ B: A the sparse matrix walked by block rows (any block strides; bk
+ * its stored block depth); B dense (ninner * kb) x n, kb rows per inner block (bk, or bk - 1 for
+ * bf16 blocks padded to even depth), row stride ldb and unit column stride; C row stride ldc,
+ * unit column stride. Every element of C is written (empty block rows give 0). kt: the table of
+ * dtype (enum pytpp_dtype) for PLAIN, its float32 table for WIDENED; bf: the bf16 table for
+ * PAIRS (else unused). ldb is in B's own elements (bf16 for both bf16 modes). Returns 0, or -1
+ * when a scratch allocation failed. */
+int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, const pytpp_pk_kernels *bf, int mode,
+                    int dtype, const pytpp_bsparse *a, const void *b, int64_t kb, int64_t ldb,
+                    int64_t n, void *c, int64_t ldc, int nthreads);
 
 /* C (m x ngroups*bk) = X @ W: W the sparse matrix (K x N) walked by block columns, its blocks
- * bm x bk with unit column stride (bcs == 1); X dense m x K with any element strides (rsx, csx);
- * C row stride ldc, unit column stride. */
-int pytpp_spmm_cols(const pytpp_gemm_kernels *kt, int dtype, const void *x, int64_t m, int64_t rsx,
-                    int64_t csx, const pytpp_bsparse *w, void *c, int64_t ldc, int nthreads);
+ * bm x bk with unit column stride (bcs == 1; PAIRS: VNNI pairs, bm the even depth); X dense
+ * m x K (K = inner blocks * bm) with any element strides (rsx, csx; PAIRS: csx == 1, rsx even,
+ * X 4-byte aligned); C row stride ldc, unit column stride. */
+int pytpp_spmm_cols(const pytpp_gemm_kernels *kt, const pytpp_pk_kernels *bf, int mode,
+                    int dtype, const void *x, int64_t m, int64_t rsx, int64_t csx,
+                    const pytpp_bsparse *w, void *c, int64_t ldc, int nthreads);
 
 #ifdef __cplusplus
 }
