@@ -118,20 +118,21 @@ def test_out_aliases_input(rng):
     assert np.allclose(b, ref, rtol=1e-5, atol=1e-5)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.integers(1, 9), st.integers(1, 9), st.integers(1, 6), st.integers(1, 6),
-       st.integers(1, 40), st.floats(0.0, 1.0), st.booleans(), st.booleans(),
-       st.integers(0, 2**32 - 1))
-def test_random_shapes(bm, bk, nbr, nbc, n, density, left, bcsc, seed):
+       st.integers(1, 80), st.floats(0.0, 1.0), st.booleans(), st.booleans(),
+       st.sampled_from(DTYPES), st.integers(0, 2**32 - 1))
+def test_random_shapes(bm, bk, nbr, nbc, n, density, left, bcsc, dtype, seed):
     rng = np.random.default_rng(seed)
-    a = block_sparse(rng, (nbr * bm, nbc * bk), (bm, bk), density, np.float32)
+    a = block_sparse(rng, (nbr * bm, nbc * bk), (bm, bk), density, dtype)
     S = (BCSC if bcsc else BSR).from_dense(a, block=(bm, bk))
+    rdt = result_dtype(dtype)
     if left:
-        d = rng.standard_normal((nbc * bk, n)).astype(np.float32)
-        assert_product(S @ d, a, d, np.float32)
+        d = rng.standard_normal((nbc * bk, n)).astype(dtype)
+        assert_product(S @ d, a, d, rdt)
     else:
-        d = rng.standard_normal((n, nbr * bm)).astype(np.float32)
-        assert_product(d @ S, d, a, np.float32)
+        d = rng.standard_normal((n, nbr * bm)).astype(dtype)
+        assert_product(d @ S, d, a, rdt)
 
 
 BF16_BLOCKS = [(1, 1), (1, 8), (8, 1), (3, 5), (5, 3), (16, 16), (16, 7), (8, 32), (64, 64)]
