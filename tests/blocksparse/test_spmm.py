@@ -190,6 +190,26 @@ def test_bf16_even_depth_equals_matmul(isa, rng, block):
             np.testing.assert_array_equal(xm @ W, pytpp.matmul(xm, w))
 
 
+@pytest.mark.parametrize("block", [(16, 16), (8, 5)])
+def test_bf16_column_bands(threads, rng, block):
+    """A packed B larger than half an L2 is walked in bands of column panels (every block row
+    for one band, then the next): every output still written once, the same bits as one band
+    (the widened kernels of the AVX2 level walk without bands) and as pytpp.matmul."""
+    bm, bk = block
+    a = block_sparse(rng, (12 * bm, (2048 // bk) * bk), block, 0.1, BF16)
+    a[:bm] = rng.standard_normal((bm, a.shape[1]))  # one dense block row
+    b = rng.standard_normal((a.shape[1], 200)).astype(BF16)
+    res = {}
+    for isa in pytpp.available_isas():
+        with pytpp.use_isa(isa):
+            res[isa] = BSR.from_dense(a, block=block) @ b
+    for r in res.values():
+        np.testing.assert_array_equal(r, res["ref"])
+    if bk % 2 == 0:
+        np.testing.assert_array_equal(res["ref"], pytpp.matmul(a, b))
+    assert_product(res["ref"], a, b, np.float32)
+
+
 def test_bf16_denormals_flushed(rng):
     """Products and sums in float32's denormal range are flushed to zero at every level, as
     vdpbf16ps does (a float32 FMA would keep them)."""
