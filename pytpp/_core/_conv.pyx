@@ -38,6 +38,10 @@ cdef extern from "pytpp/conv.h" nogil:
                              int64_t pl, int64_t pr, const void *x, void *y, int nthreads)
     void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
                                  int64_t W, const void *x, void *y, int nthreads)
+    void pytpp_conv_col2im_nhwc(int64_t esz, int64_t N, int64_t H, int64_t W, int64_t C,
+                                int64_t p0, int64_t P, int64_t Q, int64_t R, int64_t S,
+                                int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt,
+                                int64_t pl, const void *cols, void *x, int nthreads)
 
 cdef extern from "pytpp/pool.h" nogil:
     ctypedef struct pytpp_pool_shape:
@@ -253,3 +257,21 @@ def nhwc_to_nchw(cnp.ndarray x, cnp.ndarray y):
     cdef int nt = num_threads()
     with nogil:
         pytpp_conv_nhwc_to_nchw(ew, N, C, H, W, px, py, nt)
+
+
+def col2im_nhwc(cnp.ndarray cols, cnp.ndarray x, int64_t p0, tuple geom):
+    """x (N, H, W, C) += the taps of cols (N, P, Q, R, S, C), the columns of output rows
+    [p0, p0 + P), both C-contiguous, of one dtype; geom = (sh, sw, dh, dw, pt, pl)."""
+    cdef int64_t esz = cnp.PyArray_ITEMSIZE(x)
+    cdef int64_t N = cnp.PyArray_DIM(x, 0), H = cnp.PyArray_DIM(x, 1)
+    cdef int64_t W = cnp.PyArray_DIM(x, 2), C = cnp.PyArray_DIM(x, 3)
+    cdef int64_t P = cnp.PyArray_DIM(cols, 1), Q = cnp.PyArray_DIM(cols, 2)
+    cdef int64_t R = cnp.PyArray_DIM(cols, 3), S = cnp.PyArray_DIM(cols, 4)
+    cdef int64_t sh, sw, dh, dw, pt, pl
+    sh, sw, dh, dw, pt, pl = geom
+    cdef const void *pc = cnp.PyArray_DATA(cols)
+    cdef void *px = cnp.PyArray_DATA(x)
+    cdef int nt = num_threads()
+    with nogil:
+        pytpp_conv_col2im_nhwc(esz, N, H, W, C, p0, P, Q, R, S, sh, sw, dh, dw, pt, pl, pc, px,
+                               nt)

@@ -108,6 +108,11 @@ def set_isa(str level):
     _active = idx
 
 
+def vector_width(bint f64):
+    """Elements per vector register of the active level's BRGEMM table (1 at the ref level)."""
+    return level(active_isa()).brgemm[PYTPP_F64 if f64 else PYTPP_F32].vl
+
+
 def get_num_threads():
     """pytpp's thread setting."""
     return _threads

@@ -125,7 +125,3 @@ def spmm_cols(cnp.ndarray x, cnp.ndarray indptr, cnp.ndarray idx, cnp.ndarray da
     if err:
         raise MemoryError("pytpp.sparse.spmm: no memory for the block pointers")
 
-
-def vector_width(bint f64):
-    """Elements per vector register of the active level's BRGEMM table (1 at the ref level)."""
-    return level(active_isa()).brgemm[PYTPP_F64 if f64 else PYTPP_F32].vl

@@ -183,7 +183,7 @@ def _sparse_dense(s, b, out, cd):
     m, n = s.shape[0], b.shape[1]
     bm, bk = s.block
     mode = _mode(s.dtype)
-    vl = _sparse.vector_width(cd == _validate.F64)
+    vl = _runtime.vector_width(cd == _validate.F64)
     if n < vl <= bm:
         # C^T (n x m) = B^T @ A^T through the cols walk: B^T is a view of any strides
         ip, ix, d = _rows_t_b(s, mode)
@@ -203,7 +203,7 @@ def _dense_sparse(x, s, out, cd):
     m, n = x.shape[0], s.shape[1]
     bk, bn = s.block
     mode = _mode(s.dtype)
-    vl = _sparse.vector_width(cd == _validate.F64)
+    vl = _runtime.vector_width(cd == _validate.F64)
     if (m >= _TRANSPOSED_MIN_VECTORS * vl and bn < _TRANSPOSED_MIN_VECTORS * vl) or bn < vl <= m:
         # C^T (n x m) = W^T @ X^T through the rows walk: W^T's block rows are W's block
         # columns, and the register tiles run along m instead of a block's bn columns. Measured

@@ -487,3 +487,42 @@ def test_backward_bad_arguments():
     with pytest.raises(ValueError, match="data_format"):
         conv2d_backward_weight(go, np.ones((1, 3, 8, 8), np.float32), w.shape,
                                data_format="CHWN")
+
+
+@pytest.mark.parametrize("C,K,H,R,S,stride,padding,dil", [
+    (3, 16, 23, 7, 7, (2, 2), (3, 3), (1, 1)),    # an RGB stem, odd size
+    (1, 8, 17, 3, 5, (1, 2), (1, 2), (1, 1)),     # R != S
+    (2, 12, 19, 3, 3, (2, 1), (0, 1), (2, 1)),    # dilation
+    (4, 20, 15, 5, 3, (3, 3), (2, 1), (1, 2)),
+    (3, 10, 14, 4, 2, (1, 1), "same", (1, 1)),    # even kernel: asymmetric padding
+    (8, 24, 12, 3, 3, (1, 1), (1, 1), (1, 1))])
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_backward_data_columns(isa, rng, monkeypatch, C, K, H, R, S, stride, padding, dil, fmt,
+                               dtype):
+    """Few input channels: the backward by data as GEMMs into columns and a column-to-image sum
+    (nn._conv._col2im_backward_data), output rows in several chunks (a small chunk size forces
+    them), against the float64 reference; the same bits on 1 and 2 threads."""
+    import pytpp.nn._conv as conv_mod
+    monkeypatch.setattr(conv_mod, "COL2IM_CHUNK_BYTES", 1024)
+    N = 2
+    pads = pads_of(padding, R, S, dil, stride)
+    pt, pb, pl, pr = pads
+    P = (H + pt + pb - dil[0] * (R - 1) - 1) // stride[0] + 1
+    Q = (H + pl + pr - dil[1] * (S - 1) - 1) // stride[1] + 1
+    x = rng.standard_normal((N, C, H, H)).astype(dtype)
+    w = rng.standard_normal((K, C, R, S)).astype(dtype)
+    go = rng.standard_normal((N, K, P, Q)).astype(dtype)
+    gx_ref, _, _ = conv2d_backward_ref(go, x, w, stride, pads, dil, 1)
+    gx_abs, _, _ = conv2d_backward_ref(go, x, w, stride, pads, dil, 1, absolute=True)
+    old = pytpp.get_num_threads()
+    try:
+        res = []
+        for nt in (1, 2):
+            pytpp.set_num_threads(nt)
+            res.append(conv2d_backward_data(to_fmt(go, fmt), w, to_fmt(x, fmt).shape, stride,
+                                            padding, dil, data_format=fmt))
+    finally:
+        pytpp.set_num_threads(old)
+    np.testing.assert_array_equal(res[0], res[1])
+    assert_within(from_fmt(res[0], fmt), gx_ref, gx_abs, K * R * S, EPS[np.dtype(dtype)])

@@ -98,6 +98,15 @@ void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t N, int64_t 
 void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t H, int64_t W, int64_t sn,
                          int64_t sh, int64_t sw, int64_t pt, int64_t pb, int64_t pl, int64_t pr,
                          const void *x, void *y, int nthreads);
+/* The backward by data as GEMMs into columns: x (N, H, W, C), C-contiguous, += cols (N, P, Q,
+ * R, S, C), C-contiguous, the columns of output rows [p0, p0 + P): tap (r, s) of output pixel
+ * (p, q) into input pixel (p * sh + r * dh - pt, q * sw + s * dw - pl) (taps outside the input
+ * dropped). Threads own input rows: every element takes its taps in the same order (r, then q,
+ * then s) whatever the thread count. */
+void pytpp_conv_col2im_nhwc(int64_t esz, int64_t N, int64_t H, int64_t W, int64_t C, int64_t p0,
+                            int64_t P, int64_t Q, int64_t R, int64_t S, int64_t sh, int64_t sw,
+                            int64_t dh, int64_t dw, int64_t pt, int64_t pl, const void *cols,
+                            void *x, int nthreads);
 /* x (N, H, W, C) -> y (N, C, H, W), both C-contiguous. */
 void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
                              int64_t W, const void *x, void *y, int nthreads);
