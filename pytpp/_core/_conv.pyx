@@ -5,8 +5,9 @@ NHWC source of nhwc_pad only needs unit channel stride), float32 or float64, one
 shapes consistent."""
 cimport numpy as cnp
 from libc.stdint cimport int64_t
-from pytpp._core._runtime cimport num_threads, active_isa, level
-from pytpp._core.cengine cimport PYTPP_F64, PYTPP_F32, pytpp_gemm_kernels
+from pytpp._core._runtime cimport num_threads, active_isa, level, cache_info
+from pytpp._core.cengine cimport (PYTPP_F64, PYTPP_F32, PYTPP_BATCH_STRIDE, pytpp_gemm_kernels,
+                                  pytpp_gemm_desc, pytpp_batch, pytpp_brgemm_many)
 from pytpp._core.celtwise cimport pytpp_ew_kernels
 from pytpp._core.cdispatch cimport pytpp_pool_kernels
 
@@ -216,6 +217,50 @@ def backward_weight(cnp.ndarray xp, cnp.ndarray go, cnp.ndarray gw, tuple geom):
         err = pytpp_conv2d_backward_weight(gk, esz, &s, px, pg, go_w, pw, nt)
     if err:
         raise MemoryError("pytpp.nn.conv2d_backward_weight: no memory for the batch pointers")
+
+
+def backward_weight_taps(cnp.ndarray xp, cnp.ndarray go, cnp.ndarray gwt, tuple geom):
+    """gwt (R, S*C, K) = the weight gradient of one group with unit column dilation, its (s, c)
+    axis as the rows of a BRGEMM per tap row r: gwt[r] = sum over images and output rows p of
+    A_p (S*C x Q: image row p*sh + r*dh from column q*sw, rows overlapping) @ go[n, p] (Q x K).
+    xp padded NHWC and go (N, P, Q, K), both C-contiguous; geom = (sh, sw, dh)."""
+    cdef int64_t sh, sw, dh
+    sh, sw, dh = geom
+    cdef int64_t N = cnp.PyArray_DIM(xp, 0), Wp = cnp.PyArray_DIM(xp, 2)
+    cdef int64_t C = cnp.PyArray_DIM(xp, 3), Hp = cnp.PyArray_DIM(xp, 1)
+    cdef int64_t P = cnp.PyArray_DIM(go, 1), Q = cnp.PyArray_DIM(go, 2), K = cnp.PyArray_DIM(go, 3)
+    cdef int64_t R = cnp.PyArray_DIM(gwt, 0), SC = cnp.PyArray_DIM(gwt, 1)
+    cdef int64_t esz = cnp.PyArray_ITEMSIZE(xp)
+    cdef int dt = _dt(xp)
+    cdef const pytpp_gemm_kernels *gk = level(active_isa()).brgemm[dt]
+    cdef pytpp_gemm_desc d
+    d.m, d.n, d.k = SC, K, Q
+    d.rsa, d.csa = 1, sw * C
+    d.ldb, d.csb, d.ldc = K, 1, K
+    d.dtype = dt
+    d.alpha = 1.0
+    cdef pytpp_batch bt
+    bt.mode = PYTPP_BATCH_STRIDE
+    bt.count = P
+    bt.stride_a, bt.stride_b = sh * Wp * C, Q * K
+    bt.off_a = bt.off_b = NULL
+    bt.ptr_a = bt.ptr_b = NULL
+    cdef const char *px = <const char *>cnp.PyArray_DATA(xp)
+    cdef const char *pg = <const char *>cnp.PyArray_DATA(go)
+    cdef void *pw = cnp.PyArray_DATA(gwt)
+    cdef int nt = num_threads()
+    cdef int err = 0
+    cdef int64_t n
+    with nogil:
+        for n in range(N):
+            d.beta = 1.0 if n else 0.0
+            err = pytpp_brgemm_many(gk, cache_info(), &d, px + n * Hp * Wp * C * esz,
+                                    pg + n * P * Q * K * esz, pw, &bt, R, dh * Wp * C, 0,
+                                    SC * K, nt)
+            if err:
+                break
+    if err:
+        raise MemoryError("pytpp.nn.conv2d_backward_weight: no memory for the BRGEMM scratch")
 
 
 def nchw_to_nhwc_pad(cnp.ndarray x, cnp.ndarray y, int64_t pt, int64_t pb, int64_t pl,

@@ -853,12 +853,13 @@ def conv2d_backward_weight(grad_out: ArrayLike, x: ArrayLike,
     if R == S == 1 and groups == 1 and go.size and x.size:
         gw = _pointwise_backward_weight(go, x, st, pads, fmt, (N, C, K, P, Q), cdt)
         return gw.astype(res_dt, copy=False), gb.astype(res_dt)
+    if groups == 1 and dl[1] == 1 and C <= TAPS_BWW_MAX_C and go.size and x.size:
+        gw = _taps_backward_weight(go, x, fmt, pads, st, dl, (N, C, K, R, S, P, Q), cdt)
+        return gw.astype(res_dt, copy=False), gb.astype(res_dt)
     few_pixels = (N * P * Q * PATCH_BWW_RATIO < C * K
                   and N * P * Q * C * R * S * np.dtype(cdt).itemsize <= PATCH_BWW_BYTES)
-    few_channels = C <= PATCH_BWW_MAX_C and K >= PATCH_BWW_MIN_K and dl[1] == 1
-    if groups == 1 and go.size and x.size and (few_pixels or few_channels):
-        gw = _patch_backward_weight(go, x, fmt, pads, st, dl, (N, C, K, R, S, P, Q), cdt,
-                                    blocks=not few_pixels)
+    if groups == 1 and go.size and x.size and few_pixels:
+        gw = _patch_backward_weight(go, x, fmt, pads, st, dl, (N, C, K, R, S, P, Q), cdt)
         return gw.astype(res_dt, copy=False), gb.astype(res_dt)
     gw = np.zeros((K, cg, R, S), cdt)
     if go.size and x.size:
@@ -875,6 +876,26 @@ def conv2d_backward_weight(grad_out: ArrayLike, x: ArrayLike,
     return gw.astype(res_dt, copy=False), gb.astype(res_dt)
 
 
+# Few input channels (one group, unit column dilation): grad_w as one BRGEMM per tap row r whose
+# rows are a window row's (s, c) elements, S*C of them (overlapping rows of the padded image),
+# reduced over the images' output rows (_conv.backward_weight_taps): the register tiles run S*C
+# rows where the other routes run C. One Zen 5 core, ms, patch or BRGEMM route -> taps (torch):
+# the C3 7x7/2 stem N = 1 1.97 -> 1.12 (1.34), N = 8 18.6 -> 9.3 (13.6); C3 112^2 3x3 K32 N = 8
+# 6.1 -> 0.79 (1.17); C16 56^2 3x3 K32 0.22 -> 0.16 (0.16); C32 56^2 K64 0.61 -> 0.52 (0.50);
+# C64 56^2 K64 1.04 -> 1.10 (kept); AVX2 C3 stem 2.97 -> 2.59.
+TAPS_BWW_MAX_C = 32
+
+
+def _taps_backward_weight(go, x, fmt, pads, st, dl, dims, cdt):
+    """grad_w (K, C, R, S) by the tap-row BRGEMMs above, in cdt."""
+    N, C, K, R, S, P, Q = dims
+    xp = np.ascontiguousarray(_to_padded_nhwc(x, fmt, pads, cdt))
+    gon = np.ascontiguousarray(go.transpose(0, 2, 3, 1) if fmt == "NCHW" else go, dtype=cdt)
+    gwt = np.empty((R, S * C, K), cdt)
+    _conv.backward_weight_taps(xp, gon, gwt, (st[0], st[1], dl[0]))
+    return np.ascontiguousarray(gwt.reshape(R, S, C, K).transpose(3, 2, 0, 1))
+
+
 # Few output pixels for the weight's size (N*P*Q * PATCH_BWW_RATIO < C*K, one group): grad_w as
 # one GEMM of go^T (K x N*P*Q) and the patch matrix (N*P*Q x C*R*S, (c, r, s) order), written
 # straight in (K, C, R, S) order. The BRGEMM route produces (r, s, c, k) blocks and reorders 4
@@ -885,19 +906,11 @@ def conv2d_backward_weight(grad_out: ArrayLike, x: ArrayLike,
 # more pixels per weight element).
 PATCH_BWW_RATIO = 160
 PATCH_BWW_BYTES = 64 << 20   # the patch matrix's largest size
-PATCH_BWW_BLOCK_BYTES = 2 << 20     # the patch matrix block copied at once (by output rows)
-# Image-like inputs (C <= 4 channels, K >= 32) take the patch route at any size: the BRGEMM
-# route's channel blocks fill under one register block's rows. Zen 4 guest, one core, ms,
-# BRGEMM route / patch route / torch: the C3 7x7/2 stem N = 8 107 / 36.5 / 43.3, C3 112x112
-# 3x3 K32 N = 8 7.6 / 7.1 / 5.6; C4 64x64 5x5 K16 N = 1 0.34 / 0.44 / 0.31 (stays).
-PATCH_BWW_MAX_C = 4
-PATCH_BWW_MIN_K = 32
 
 
-def _patch_backward_weight(go, x, fmt, pads, st, dl, dims, cdt, blocks=False):
-    """grad_w (K, C, R, S) = go^T @ patches (the routes above, one group), in cdt. blocks: the
-    patch matrix a few output rows at a time into one cache-sized buffer, each block's GEMM
-    added up (a small grad_w over many pixels), else whole (one GEMM over every pixel)."""
+def _patch_backward_weight(go, x, fmt, pads, st, dl, dims, cdt):
+    """grad_w (K, C, R, S) = go^T @ patches (the route above, one group), in cdt: one GEMM over
+    every pixel."""
     from pytpp import matmul
     N, C, K, R, S, P, Q = dims
     xp = _to_padded_nhwc(x, fmt, pads, cdt)
@@ -909,31 +922,13 @@ def _patch_backward_weight(go, x, fmt, pads, st, dl, dims, cdt, blocks=False):
         return matmul(gt, cols).reshape(K, C, R, S)
     # At unit column dilation a window row's (s, c) elements are one run of S*C in the image:
     # the patch matrix in (r, s, c) order copies whole runs (in (c, r, s) order the copy moved C
-    # elements at a time). The C3 7x7/2 stem, Zen 4 guest, one core: N = 1 5.7 -> 4.8 ms, N = 8
-    # 54 -> 46 ms whole, 4.4 and 36 ms by blocks of 1-2 MiB.
+    # elements at a time).
     xp = np.ascontiguousarray(xp)
     sn, sh, sw, sc = xp.strides
     RSC = R * S * C
-    if not blocks:
-        runs = np.lib.stride_tricks.as_strided(
-            xp, (N, P, Q, R, S * C), (sn, st[0] * sh, st[1] * sw, dl[0] * sh, sc),
-            writeable=False)
-        gw = matmul(gt, np.ascontiguousarray(runs).reshape(N * P * Q, RSC))
-    else:
-        rows = max(1, min(P, PATCH_BWW_BLOCK_BYTES // (Q * RSC * xp.itemsize)))
-        buf = np.empty(rows * Q * RSC, cdt)
-        part = np.empty((K, RSC), cdt)
-        gw = np.zeros((K, RSC), cdt)
-        for n in range(N):
-            for p0 in range(0, P, rows):
-                m = min(rows, P - p0) * Q
-                runs = np.lib.stride_tricks.as_strided(
-                    xp[n, p0 * st[0]:], (min(rows, P - p0), Q, R, S * C),
-                    (st[0] * sh, st[1] * sw, dl[0] * sh, sc), writeable=False)
-                cols = buf[:m * RSC].reshape(runs.shape)
-                np.copyto(cols, runs)
-                pix = (n * P + p0) * Q
-                gw += matmul(gt[:, pix:pix + m], cols.reshape(m, RSC), out=part)
+    runs = np.lib.stride_tricks.as_strided(
+        xp, (N, P, Q, R, S * C), (sn, st[0] * sh, st[1] * sw, dl[0] * sh, sc), writeable=False)
+    gw = matmul(gt, np.ascontiguousarray(runs).reshape(N * P * Q, RSC))
     return np.ascontiguousarray(gw.reshape(K, R, S, C).transpose(0, 3, 1, 2))
 
 

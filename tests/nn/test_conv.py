@@ -221,34 +221,45 @@ def test_conv2d_backward_weight_patch_gemm(isa, C, K, R, S, H, W, stride, pad, d
 
 
 @pytest.mark.parametrize("C,H,W,K,R,stride,pad,dil,N", [
-    (3, 200, 96, 32, 7, 2, 3, 1, 2),     # the stem's route, several blocks per image
-    (1, 9, 11, 32, 3, 1, 1, 1, 3),       # one block per image
+    (3, 60, 46, 32, 7, 2, 3, 1, 2),      # a stem
+    (1, 9, 11, 5, 3, 1, 1, 1, 3),
     (4, 40, 37, 40, 5, 3, 2, 1, 1),
     (3, 20, 20, 32, 3, 1, 2, 2, 1),      # row dilation (column dilation leaves the route)
+    (32, 9, 8, 17, 3, 2, 0, 1, 2),       # the route's widest input
+    (7, 6, 30, 3, 1, 1, 0, 1, 1),        # 1 x 1 kernel: one tap row
 ])
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
-def test_conv2d_backward_weight_image_input(isa, C, H, W, K, R, stride, pad, dil, N, fmt):
-    """Image-like inputs (pytpp/nn/_conv.py, PATCH_BWW_MAX_C): grad_w from the patch matrix in
-    (r, s, c) order, block by block of output rows, the blocks' GEMMs added."""
-    from pytpp.nn._conv import PATCH_BWW_BLOCK_BYTES, PATCH_BWW_MAX_C, PATCH_BWW_MIN_K
-    assert C <= PATCH_BWW_MAX_C and K >= PATCH_BWW_MIN_K
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv2d_backward_weight_taps(isa, C, H, W, K, R, stride, pad, dil, N, fmt, dtype):
+    """Few input channels (pytpp/nn/_conv.py, TAPS_BWW_MAX_C): grad_w as one BRGEMM per tap row
+    over rows of a window row's (s, c) elements; the same bits on 1 and 2 threads and for a
+    strided view of x."""
+    from pytpp.nn._conv import TAPS_BWW_MAX_C
+    assert C <= TAPS_BWW_MAX_C
     P = (H + 2 * pad - dil * (R - 1) - 1) // stride + 1
     Q = (W + 2 * pad - (R - 1) - 1) // stride + 1
     rng = np.random.default_rng(C * 1000 + H)
-    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
-    w = rng.standard_normal((K, C, R, R)).astype(np.float32)
-    go = rng.standard_normal((N, K, P, Q)).astype(np.float32)
-    if H == 200:   # the case is meant to span several blocks
-        assert Q * C * R * R * 4 * P > PATCH_BWW_BLOCK_BYTES
+    x = rng.standard_normal((N, C, H, W)).astype(dtype)
+    w = rng.standard_normal((K, C, R, R)).astype(dtype)
+    go = rng.standard_normal((N, K, P, Q)).astype(dtype)
     args = ((stride, stride), (pad,) * 4, (dil, 1), 1)
     _, gw_ref, gb_ref = conv2d_backward_ref(go, x, w, *args)
     _, gw_abs, gb_abs = conv2d_backward_ref(go, x, w, *args, absolute=True)
-    gw, gb = conv2d_backward_weight(to_fmt(go, fmt), to_fmt(x, fmt), w.shape, stride,
-                                    pad, (dil, 1), data_format=fmt)
-    assert gw.shape == w.shape and gw.dtype == np.float32 and gb.shape == (K,)
-    assert_within(gw, gw_ref, gw_abs, N * P * Q, EPS[np.dtype(np.float32)])
-    assert_within(gb, gb_ref, gb_abs, N * P * Q, EPS[np.dtype(np.float32)])
-    xs = np.zeros((N, C, H, 2 * W), np.float32)[..., ::2]    # a strided view of x
+    old = pytpp.get_num_threads()
+    try:
+        res = []
+        for nt in (1, 2):
+            pytpp.set_num_threads(nt)
+            res.append(conv2d_backward_weight(to_fmt(go, fmt), to_fmt(x, fmt), w.shape, stride,
+                                              pad, (dil, 1), data_format=fmt))
+    finally:
+        pytpp.set_num_threads(old)
+    gw, gb = res[0]
+    np.testing.assert_array_equal(res[1][0], gw)
+    assert gw.shape == w.shape and gw.dtype == dtype and gb.shape == (K,)
+    assert_within(gw, gw_ref, gw_abs, N * P * Q, EPS[np.dtype(dtype)])
+    assert_within(gb, gb_ref, gb_abs, N * P * Q, EPS[np.dtype(dtype)])
+    xs = np.zeros((N, C, H, 2 * W), dtype)[..., ::2]    # a strided view of x
     xs[...] = x
     gws, _ = conv2d_backward_weight(to_fmt(go, fmt), to_fmt(xs, fmt), w.shape, stride, pad,
                                     (dil, 1), data_format=fmt)
