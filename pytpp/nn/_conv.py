@@ -619,11 +619,18 @@ def conv2d_backward_data(grad_out: ArrayLike, w: "ArrayLike | PackedConvWeight",
                 wpk = _pack(wt, groups, cdt)
             else:
                 wpk = _phase_pack(full, rs, ss, R, S, kg)
-            buf = np.zeros((N, Lh, Lw, K), cdt)
             hs, hd = _window(P, oh, Lh)
             ws, wd = _window(Q, ow, Lw)
-            if hs.stop > hs.start and ws.stop > ws.start:
-                buf[:, hd:hd + hs.stop - hs.start, wd:wd + ws.stop - ws.start] = gon[:, hs, ws]
+            nh, nw = hs.stop - hs.start, ws.stop - ws.start
+            if (nh > 0 and nw > 0 and gon.dtype == cdt and gon.strides[3] == gon.itemsize
+                    and _validate.element_strides_ok(gon)):
+                # the window and its zero border in one pass (C)
+                buf = np.empty((N, Lh, Lw, K), cdt)
+                _conv.nhwc_pad(gon[:, hs, ws], buf, hd, Lh - hd - nh, wd, Lw - wd - nw)
+            else:
+                buf = np.zeros((N, Lh, Lw, K), cdt)
+                if nh > 0 and nw > 0:
+                    buf[:, hd:hd + nh, wd:wd + nw] = gon[:, hs, ws]
             geom = (N, K, Lh, Lw, C, len(rs), len(ss), Hi, Wi, 1, 1, dh2, dw2, groups)
             if st == (1, 1):
                 _conv.forward(buf, *wpk, None, res, geom, 0, fmt == "NCHW")
