@@ -191,10 +191,9 @@ def test_bf16_even_depth_equals_matmul(isa, rng, block):
 
 
 @pytest.mark.parametrize("block", [(16, 16), (8, 5)])
-def test_bf16_column_bands(threads, rng, block):
-    """A packed B larger than half an L2 is walked in bands of column panels (every block row
-    for one band, then the next): every output still written once, the same bits as one band
-    (the widened kernels of the AVX2 level walk without bands) and as pytpp.matmul."""
+def test_bf16_large_packed_b(threads, rng, block):
+    """A packed bf16 B of many column panels (larger than half an L2): every output written
+    once, the same bits at every level and thread count, and for even depth as pytpp.matmul."""
     bm, bk = block
     a = block_sparse(rng, (12 * bm, (2048 // bk) * bk), block, 0.1, BF16)
     a[:bm] = rng.standard_normal((bm, a.shape[1]))  # one dense block row

@@ -51,9 +51,6 @@ typedef struct walk {
      * K x pw row-major block at b_panel_stride * ct; 0: B read in place */
     int64_t b_panel_stride;
     int64_t pw_vec;           /* vectors per packed panel (= per column tile) */
-    /* tiles per band (0: one band): the walk covers every group for one band of column tiles
-     * before the next, so that the band's packed B stays in L2 */
-    int64_t band_tiles;
 } walk;
 
 /* Register block for a rows x cols panel with reduction k per block. Candidates: the table's
@@ -62,12 +59,12 @@ typedef struct walk {
  * when it holds all the rows in one tile where the main block's tiles would hold fewer than 5
  * (8-row blocks on AVX-512: 8 x 3 vectors, not 4 x 4 twice; BERT-base FFN pruned to 20% in 8 x 8
  * blocks, 384 tokens, one Zen 5 core: 768 -> 3072 1969 -> 1881 us, 3072 -> 768 2233 -> 2068;
- * 16-row blocks keep 6 x 4: 8 x 3 was 12% slower). Among them, the fewest estimated cycles per block: FMA-bound at 2 per cycle or
- * load-bound at 3 per cycle, plus a fixed cost per tile and block for the call, the pointers
- * and the C store. (Measured, f32 AVX2, 4096^2, density 0.1, N 256: for 16 x 16 blocks the
- * 6 x 16 block in rows of 6+5+5 ran 72 effective GFLOP/s and 4 x 24 in rows of 4 x 4 ran 53,
- * though the FMA count favours 4 x 24; for 4 x 4 and 8 x 8 blocks, where 4 x 24 needs no more
- * row tiles, it won: 51 to 43, 59-68 to 53-59.) */
+ * 16-row blocks keep 6 x 4: 8 x 3 was 12% slower). Among them, the fewest estimated cycles per
+ * block: FMA-bound at 2 per cycle or load-bound at 3 per cycle, plus a fixed cost per tile and
+ * block for the call, the pointers and the C store. (Measured, f32 AVX2, 4096^2, density 0.1,
+ * N 256: for 16 x 16 blocks the 6 x 16 block in rows of 6+5+5 ran 72 effective GFLOP/s and
+ * 4 x 24 in rows of 4 x 4 ran 53, though the FMA count favours 4 x 24; for 4 x 4 and 8 x 8
+ * blocks, where 4 x 24 needs no more row tiles, it won: 51 to 43, 59-68 to 53-59.) */
 static void choose_tiles(walk *w)
 {
     w->nvec = (w->cols + w->vl - 1) / w->vl;
@@ -231,26 +228,18 @@ static int run_walk(const walk *w, int nthreads)
     if (!bounds) return -1;
     balance(w, npanel, nparts, total, bounds);
     const size_t nptr = (size_t)(maxnb + 1);
-    const int64_t band_tiles = w->band_tiles > 0 && w->band_tiles < ntiles ? w->band_tiles : ntiles;
-    const int64_t nbands = (ntiles + band_tiles - 1) / band_tiles;
     int err = 0;
     #pragma omp parallel num_threads(nthreads) if (nthreads > 1) reduction(| : err)
     {
         const void **ap = malloc(2 * nptr * sizeof(void *));
         if (!ap) err = 1;
         const unsigned fp_mode = w->ftz ? pytpp_ftz_enter() : 0;
-        for (int64_t band = 0; band < nbands; ++band) {
-            const int64_t b0 = band * band_tiles;
-            const int64_t b1 = b0 + band_tiles < ntiles ? b0 + band_tiles : ntiles;
-            #pragma omp for schedule(dynamic, 1)
-            for (int64_t part = 0; part < nparts; ++part) {
-                if (!ap) continue;
-                for (int64_t u = bounds[part]; u < bounds[part + 1]; ++u) {
-                    const int64_t g = u / npanel, p = u % npanel;
-                    const int64_t t0 = ntiles * p / npanel, t1 = ntiles * (p + 1) / npanel;
-                    const int64_t lo = t0 > b0 ? t0 : b0, hi = t1 < b1 ? t1 : b1;
-                    if (lo < hi) run_group(w, g, lo, hi, ap, ap + nptr);
-                }
+        #pragma omp for schedule(dynamic, 1)
+        for (int64_t part = 0; part < nparts; ++part) {
+            if (!ap) continue;
+            for (int64_t u = bounds[part]; u < bounds[part + 1]; ++u) {
+                const int64_t g = u / npanel, p = u % npanel;
+                run_group(w, g, ntiles * p / npanel, ntiles * (p + 1) / npanel, ap, ap + nptr);
             }
         }
         if (w->ftz) pytpp_ftz_leave(fp_mode);
@@ -394,15 +383,6 @@ int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, const pytpp_pk_kernels *bf, in
             w.b_panel_stride = rows * pw;
             w.pw_vec = pw_vec;
             w.n_ct = npanel;
-            /* bf16 pairs: bands of half the L2 (one Zen 5 core, 16 x 16 blocks, density 0.1,
-             * N 256: 4096^2 2474 -> 2326 us, 2048^2 8 x 8 593 -> 555; 32 x 32 blocks and the
-             * float32 kernels, which prefetch the next block's B themselves: no change) */
-            if (pairs) {
-                const int64_t panel_bytes = rows * pw * (int64_t)usz;
-                int64_t per_band = (PYTPP_DEFAULT_L2 / 2) / panel_bytes;
-                if (per_band < 1) per_band = 1;
-                if (per_band < npanel) w.band_tiles = per_band * w.n_rt;
-            }
         }
     }
     /* prefetch the next block's B rows when B streams from L3 (more than twice L2) and a block

@@ -46,7 +46,9 @@ typedef struct pytpp_bsparse {
  *     k pair stored odd element first (the blocks, and X of the column walk, laid out so by the
  *     caller), under DAZ+FTZ.
  * The dense B of the row walk is bf16 as the caller has it in both: the packer lays it out. */
-enum pytpp_spmm_mode { PYTPP_SPMM_PLAIN = 0, PYTPP_SPMM_BF16_WIDENED = 1, PYTPP_SPMM_BF16_PAIRS = 2 };
+enum pytpp_spmm_mode {
+    PYTPP_SPMM_PLAIN = 0, PYTPP_SPMM_BF16_WIDENED = 1, PYTPP_SPMM_BF16_PAIRS = 2
+};
 
 /* Whether bf can run PYTPP_SPMM_BF16_PAIRS (it has direct kernels on bf16 words). */
 int pytpp_spmm_bf16_pairs(const pytpp_pk_kernels *bf);
