@@ -61,16 +61,11 @@ cdef void fill(pytpp_bsparse *s, cnp.ndarray indptr, cnp.ndarray idx, cnp.ndarra
     s.idx = <const int32_t *>cnp.PyArray_DATA(idx)
     s.data = cnp.PyArray_DATA(data)
     s.bstride = cnp.PyArray_STRIDE(data, 0) // isz
-    if vnni:  # (blocks, depth / 2, columns, 2)
-        s.bm = 2 * cnp.PyArray_DIM(data, 1)
-        s.bk = cnp.PyArray_DIM(data, 2)
-        s.brs = cnp.PyArray_STRIDE(data, 1) // isz
-        s.bcs = cnp.PyArray_STRIDE(data, 2) // isz
-    else:
-        s.bm = cnp.PyArray_DIM(data, 1)
-        s.bk = cnp.PyArray_DIM(data, 2)
-        s.brs = cnp.PyArray_STRIDE(data, 1) // isz
-        s.bcs = cnp.PyArray_STRIDE(data, 2) // isz
+    # vnni: (blocks, depth / 2, columns, 2), a block of `depth` rows
+    s.bm = cnp.PyArray_DIM(data, 1) * (2 if vnni else 1)
+    s.bk = cnp.PyArray_DIM(data, 2)
+    s.brs = cnp.PyArray_STRIDE(data, 1) // isz
+    s.bcs = cnp.PyArray_STRIDE(data, 2) // isz
 
 
 def spmm_rows(cnp.ndarray indptr, cnp.ndarray idx, cnp.ndarray data, cnp.ndarray b,

@@ -314,6 +314,8 @@ static void set_kernels(walk *w, const pytpp_gemm_kernels *kt, const pytpp_pk_ke
             w->mr_max[nv] = nv <= bf->nv_main && bf->brd[nv - 1][0][0] ? bf->mr_main : 0;
         w->ftz = bf->ftz;
         w->sesz = w->desz = 2;   /* bf16 blocks, a bf16 dense operand */
+        w->a_esz = 2;            /* A's strides count bf16 elements */
+        w->b_esz = 4;            /* B's count words: one per column */
         w->esz = 4;
     } else {
         w->kt = kt;
@@ -338,7 +340,6 @@ int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, const pytpp_pk_kernels *bf, in
     w.k = pairs ? a->bk / 2 : a->bk;
     w.rsa = a->brs;
     w.csa = a->bcs;
-    w.a_esz = 2;
     w.ldb = ldb;
     w.cols_outer = 1;
     w.sparse_is_a = 1;
@@ -379,7 +380,7 @@ int pytpp_spmm_rows(const pytpp_gemm_kernels *kt, const pytpp_pk_kernels *bf, in
             w.dense = packed;
             w.ldb = pw;
             w.dense_step = w.k * pw;
-            w.desz = w.b_esz = (int64_t)usz;
+            w.desz = (int64_t)usz;
             w.b_panel_stride = rows * pw;
             w.pw_vec = pw_vec;
             w.n_ct = npanel;
@@ -407,9 +408,7 @@ int pytpp_spmm_cols(const pytpp_gemm_kernels *kt, const pytpp_pk_kernels *bf, in
     w.k = pairs ? wt->bm / 2 : wt->bm;
     w.rsa = rsx;
     w.csa = csx;
-    w.a_esz = 2;
     w.ldb = pairs ? wt->bk : wt->brs;   /* PAIRS: a block row of words, one per column */
-    w.b_esz = 4;
     w.cols_outer = 0;
     w.sparse_is_a = 0;
     w.dense = (const char *)x;
