@@ -5,11 +5,12 @@ NHWC source of nhwc_pad only needs unit channel stride), float32 or float64, one
 shapes consistent."""
 cimport numpy as cnp
 from libc.stdint cimport int64_t
-from pytpp._core._runtime cimport num_threads, active_isa, level, cache_info
+from libc.stdint cimport uint16_t
+from pytpp._core._runtime cimport num_threads, active_isa, level, cache_info, features
 from pytpp._core.cengine cimport (PYTPP_F64, PYTPP_F32, PYTPP_BATCH_STRIDE, pytpp_gemm_kernels,
                                   pytpp_gemm_desc, pytpp_batch, pytpp_brgemm_many)
 from pytpp._core.celtwise cimport pytpp_ew_kernels
-from pytpp._core.cdispatch cimport pytpp_pool_kernels
+from pytpp._core.cdispatch cimport pytpp_pool_kernels, pytpp_pk_kernels, pytpp_bf16_pairs_select
 
 cnp.import_array()
 
@@ -31,18 +32,28 @@ cdef extern from "pytpp/conv.h" nogil:
     int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
                                      const pytpp_conv_shape *s, const void *x, const void *go,
                                      int64_t go_w, void *gw, int nthreads)
-    void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t N, int64_t C,
+    void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t esz, int64_t N,
+                                     int64_t C, int64_t Cd,
                                      int64_t H, int64_t W, int64_t pt, int64_t pb, int64_t pl,
                                      int64_t pr, const void *x, void *y, int nthreads)
-    void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t H, int64_t W,
+    void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t Cd, int64_t H, int64_t W,
                              int64_t sn, int64_t sh, int64_t sw, int64_t pt, int64_t pb,
                              int64_t pl, int64_t pr, const void *x, void *y, int nthreads)
-    void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
+    void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t esz, int64_t N, int64_t C, int64_t H,
                                  int64_t W, const void *x, void *y, int nthreads)
     void pytpp_conv_col2im_nhwc(int64_t esz, int64_t N, int64_t H, int64_t W, int64_t C,
                                 int64_t p0, int64_t P, int64_t Q, int64_t R, int64_t S,
                                 int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt,
                                 int64_t pl, const void *cols, void *x, int nthreads)
+
+    int64_t pytpp_conv_bf16_packed_elems(int64_t K, int64_t C, int64_t R, int64_t S,
+                                         int64_t nr)
+    void pytpp_conv_bf16_pack(int64_t K, int64_t C, int64_t R, int64_t S, int64_t nr,
+                              const uint16_t *w, const int64_t *st, uint16_t *wpk)
+    int pytpp_conv2d_forward_bf16(const pytpp_pk_kernels *bf, const pytpp_ew_kernels *ew32,
+                                  const pytpp_conv_shape *s, const void *x, const void *wpk,
+                                  const float *bias, int act, void *out, int out_bf16,
+                                  int nthreads)
 
 cdef extern from "pytpp/pool.h" nogil:
     ctypedef struct pytpp_pool_shape:
@@ -122,6 +133,57 @@ def forward(cnp.ndarray xp, cnp.ndarray wpk, int64_t nr, int64_t bk, object bias
         err = pytpp_conv2d_forward(gk, ew, &s, px, pw, nr, bk, pb, act, po, out_nchw, nt)
     if err:
         raise MemoryError("pytpp.nn.conv2d: no memory for the tiles")
+
+
+cdef const pytpp_pk_kernels *_bf16_table() noexcept nogil:
+    return pytpp_bf16_pairs_select(active_isa(), features())
+
+
+def bf16_panel():
+    """Columns per packed bf16 weight panel at the active ISA level."""
+    cdef const pytpp_pk_kernels *bf = _bf16_table()
+    return bf.vl * bf.nv_main
+
+
+def bf16_pack(cnp.ndarray w, int64_t nr):
+    """w (K, C, R, S) bfloat16, any strides -> the packed weight of conv2d_forward_bf16 (bf16
+    words, C padded to even, K to whole panels of nr)."""
+    cdef int64_t K = cnp.PyArray_DIM(w, 0), C = cnp.PyArray_DIM(w, 1)
+    cdef int64_t R = cnp.PyArray_DIM(w, 2), S = cnp.PyArray_DIM(w, 3)
+    cdef int64_t st[4]
+    cdef int i
+    for i in range(4):
+        st[i] = cnp.PyArray_STRIDE(w, i) // 2
+    cdef cnp.ndarray wpk = cnp.PyArray_EMPTY(1, [pytpp_conv_bf16_packed_elems(K, C, R, S, nr)],
+                                             cnp.NPY_UINT16, 0)
+    cdef const uint16_t *pw = <const uint16_t *>cnp.PyArray_DATA(w)
+    cdef uint16_t *pk = <uint16_t *>cnp.PyArray_DATA(wpk)
+    with nogil:
+        pytpp_conv_bf16_pack(K, C, R, S, nr, pw, st, pk)
+    return wpk
+
+
+def forward_bf16(cnp.ndarray xp, cnp.ndarray wpk, object bias, cnp.ndarray out, tuple geom,
+                 int act):
+    """geom as forward's (one group; C even); xp padded NHWC bfloat16, wpk from bf16_pack at
+    the active level's panel width, bias float32 (K,) or None, out (N, P, Q, K) C-contiguous
+    float32 or bfloat16."""
+    cdef pytpp_conv_shape s = _shape(geom)
+    cdef const pytpp_pk_kernels *bf = _bf16_table()
+    cdef const pytpp_ew_kernels *ew = level(active_isa()).eltwise[PYTPP_F32]
+    cdef const void *px = cnp.PyArray_DATA(xp)
+    cdef const void *pw = cnp.PyArray_DATA(wpk)
+    cdef const float *pb = NULL
+    if bias is not None:
+        pb = <const float *>cnp.PyArray_DATA(<cnp.ndarray>bias)
+    cdef void *po = cnp.PyArray_DATA(out)
+    cdef int out_bf16 = cnp.PyArray_ITEMSIZE(out) == 2
+    cdef int nt = num_threads()
+    cdef int err
+    with nogil:
+        err = pytpp_conv2d_forward_bf16(bf, ew, &s, px, pw, pb, act, po, out_bf16, nt)
+    if err:
+        raise MemoryError("pytpp.nn.conv2d: no memory for the bf16 row buffers")
 
 
 def yaconv_forward(cnp.ndarray x, cnp.ndarray wpk, int64_t nr, object bias, cnp.ndarray out,
@@ -265,35 +327,42 @@ def backward_weight_taps(cnp.ndarray xp, cnp.ndarray go, cnp.ndarray gwt, tuple 
 
 def nchw_to_nhwc_pad(cnp.ndarray x, cnp.ndarray y, int64_t pt, int64_t pb, int64_t pl,
                      int64_t pr):
-    """x (N, C, H, W) C-contiguous -> y (N, H+pt+pb, W+pl+pr, C), border zero."""
+    """x (N, C, H, W) C-contiguous -> y (N, H+pt+pb, W+pl+pr, Cd >= C), border and channels
+    past C zero; float64, float32 or bfloat16."""
     cdef int dt = _dt(x)
+    cdef int64_t esz = cnp.PyArray_ITEMSIZE(x)
     cdef const pytpp_ew_kernels *ew = level(active_isa()).eltwise[dt]
     cdef int64_t N = cnp.PyArray_DIM(x, 0), C = cnp.PyArray_DIM(x, 1)
     cdef int64_t H = cnp.PyArray_DIM(x, 2), W = cnp.PyArray_DIM(x, 3)
+    cdef int64_t Cd = cnp.PyArray_DIM(y, 3)
     cdef const void *px = cnp.PyArray_DATA(x)
     cdef void *py = cnp.PyArray_DATA(y)
     cdef int nt = num_threads()
     with nogil:
-        pytpp_conv_nchw_to_nhwc_pad(ew, N, C, H, W, pt, pb, pl, pr, px, py, nt)
+        pytpp_conv_nchw_to_nhwc_pad(ew, esz, N, C, Cd, H, W, pt, pb, pl, pr, px, py, nt)
 
 
 def nhwc_pad(cnp.ndarray x, cnp.ndarray y, int64_t pt, int64_t pb, int64_t pl, int64_t pr):
-    """x (N, H, W, C) with unit channel stride -> y (N, H+pt+pb, W+pl+pr, C), border zero."""
+    """x (N, H, W, C) with unit channel stride -> y (N, H+pt+pb, W+pl+pr, Cd >= C), border and
+    channels past C zero."""
     cdef int64_t esz = cnp.PyArray_ITEMSIZE(x)
     cdef int64_t N = cnp.PyArray_DIM(x, 0), H = cnp.PyArray_DIM(x, 1)
     cdef int64_t W = cnp.PyArray_DIM(x, 2), C = cnp.PyArray_DIM(x, 3)
     cdef int64_t sn = cnp.PyArray_STRIDE(x, 0) // esz, sh = cnp.PyArray_STRIDE(x, 1) // esz
     cdef int64_t sw = cnp.PyArray_STRIDE(x, 2) // esz
+    cdef int64_t Cd = cnp.PyArray_DIM(y, 3)
     cdef const void *px = cnp.PyArray_DATA(x)
     cdef void *py = cnp.PyArray_DATA(y)
     cdef int nt = num_threads()
     with nogil:
-        pytpp_conv_nhwc_pad(esz, N, C, H, W, sn, sh, sw, pt, pb, pl, pr, px, py, nt)
+        pytpp_conv_nhwc_pad(esz, N, C, Cd, H, W, sn, sh, sw, pt, pb, pl, pr, px, py, nt)
 
 
 def nhwc_to_nchw(cnp.ndarray x, cnp.ndarray y):
-    """x (N, H, W, C) C-contiguous -> y (N, C, H, W) C-contiguous."""
+    """x (N, H, W, C) C-contiguous -> y (N, C, H, W) C-contiguous; float64, float32 or
+    bfloat16."""
     cdef int dt = _dt(x)
+    cdef int64_t esz = cnp.PyArray_ITEMSIZE(x)
     cdef const pytpp_ew_kernels *ew = level(active_isa()).eltwise[dt]
     cdef int64_t N = cnp.PyArray_DIM(x, 0), H = cnp.PyArray_DIM(x, 1)
     cdef int64_t W = cnp.PyArray_DIM(x, 2), C = cnp.PyArray_DIM(x, 3)
@@ -301,7 +370,7 @@ def nhwc_to_nchw(cnp.ndarray x, cnp.ndarray y):
     cdef void *py = cnp.PyArray_DATA(y)
     cdef int nt = num_threads()
     with nogil:
-        pytpp_conv_nhwc_to_nchw(ew, N, C, H, W, px, py, nt)
+        pytpp_conv_nhwc_to_nchw(ew, esz, N, C, H, W, px, py, nt)
 
 
 def col2im_nhwc(cnp.ndarray cols, cnp.ndarray x, int64_t p0, tuple geom):

@@ -3,6 +3,10 @@ of each stage, strided ones included), float32, forward and backward by data and
 N = 1 and N = 8 (--quick: a subset of the layers, N = 8 forward on its stem and 3x3 layers, no
 N = 8 backward), and the ATACworks 1D dilated convolution (W = 60400, C = K = 15, S = 51, d = 8).
 
+bfloat16 forward (the "... bf16" rows, the same layer sets): pytpp's bf16 engine through both
+APIs against torch bf16 in both memory formats and pytpp float32 NHWC on the same values, % of
+the measured bf16 peak; summaries of bf16 over torch bf16 and over pytpp float32.
+
 Peers: torch.nn.functional.conv2d (oneDNN) on NCHW and on channels_last tensors, and numpy
 im2col + matmul (the patch matrix by sliding_window_view, then np.matmul). pytpp runs through
 both of its APIs, NHWC (its natural layout) and NCHW (transposed in and out per call); the
@@ -83,6 +87,57 @@ def _forward(h, threads, N, layer, summary):
         impls.append(("numpy im2col", lambda: _numpy_im2col(x, w, stride, pad)))
     _ratios(h.compare(_label(N, C, H, K, R, stride), threads, 2.0 * N * K * P * P * C * R * R,
                       "GFLOP/s", "f32", impls), summary)
+
+
+def _forward_bf16(h, threads, N, layer, vs_torch, vs_f32):
+    """bfloat16 x and w: pytpp's bf16 engine (both APIs, bf16 out) against torch bf16 in both
+    memory formats and pytpp float32 NHWC on the same values, % of the bf16 peak."""
+    import ml_dtypes
+    torch = h.torch
+    bf = ml_dtypes.bfloat16
+    C, H, K, R, stride, pad = layer
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((N, C, H, H)).astype(bf)
+    w = (rng.standard_normal((K, C, R, R)) / math.sqrt(C * R * R)).astype(bf)
+    xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    xh32 = xh.astype(np.float32)
+    pw, pw32 = nn.PackedConvWeight(w), nn.PackedConvWeight(w.astype(np.float32))
+    P = (H + 2 * pad - R) // stride + 1
+    o_nchw, o_nhwc = np.empty((N, K, P, P), bf), np.empty((N, P, P, K), bf)
+    o32 = np.empty((N, P, P, K), np.float32)
+    impls = [("pytpp bf16 NHWC", lambda: nn.conv2d(xh, pw, None, stride, pad,
+                                                   data_format="NHWC", out=o_nhwc)),
+             ("pytpp bf16 NCHW", lambda: nn.conv2d(x, pw, None, stride, pad, out=o_nchw)),
+             ("pytpp f32 NHWC", lambda: nn.conv2d(xh32, pw32, None, stride, pad,
+                                                  data_format="NHWC", out=o32))]
+    if torch is not None:
+        F = torch.nn.functional
+        tx = torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16)
+        tw = torch.from_numpy(w.astype(np.float32)).to(torch.bfloat16)
+        txc = tx.contiguous(memory_format=torch.channels_last)
+        twc = tw.contiguous(memory_format=torch.channels_last)
+
+        def run_torch(a, b):
+            with torch.no_grad():
+                return F.conv2d(a, b, None, stride, pad)
+        impls += [("torch bf16 NCHW", lambda: run_torch(tx, tw)),
+                  ("torch bf16 NHWC", lambda: run_torch(txc, twc))]
+    res = h.compare(_label(N, C, H, K, R, stride) + " bf16", threads,
+                    2.0 * N * K * P * P * C * R * R, "GFLOP/s", "bf16", impls)
+    t = {name: med for name, med, _ in res}
+    best = min(t["pytpp bf16 NHWC"], t["pytpp bf16 NCHW"])
+    vs_f32.append(t["pytpp f32 NHWC"] / t["pytpp bf16 NHWC"])
+    if "torch bf16 NCHW" in t:
+        vs_torch.append((min(t["torch bf16 NCHW"], t["torch bf16 NHWC"]) / best,
+                         t["torch bf16 NCHW"] / t["pytpp bf16 NCHW"]))
+
+
+def _bf16_summary(h, what, vs_torch, vs_f32):
+    _summary(h, what, vs_torch)
+    if vs_f32:
+        geo = math.exp(sum(map(math.log, vs_f32)) / len(vs_f32))
+        h.out(f"-- {what}: pytpp bf16 over pytpp float32 (NHWC): geomean x{geo:.2f}, worst "
+              f"layer x{min(vs_f32):.2f} ({len(vs_f32)} layers)")
 
 
 YACONV_LAYERS = [2, 8, 14, 20]           # the stride-1 3x3 layers of RESNET50
@@ -289,7 +344,8 @@ def _atacworks(h, threads, N=1, W=60400, C=15, S=51, d=8):
 
 
 def run(h):
-    h.header("Convolutions (float32): ResNet-50 layers, forward and backward; ATACworks conv1d")
+    h.header("Convolutions (float32, bfloat16 forward): ResNet-50 layers, forward and backward; "
+             "ATACworks conv1d")
     import warnings
     warnings.filterwarnings("ignore", message="Using padding='same'")
     layers = [RESNET50[i] for i in QUICK] if h.quick else RESNET50
@@ -304,6 +360,11 @@ def run(h):
         for layer in n8:
             _forward(h, threads, 8, layer, summary)
         _summary(h, f"forward N=8, {threads} thread(s)", summary)
+        for N, group in ((1, layers), (8, n8)):
+            vs_torch, vs_f32 = [], []
+            for layer in group:
+                _forward_bf16(h, threads, N, layer, vs_torch, vs_f32)
+            _bf16_summary(h, f"bf16 forward N={N}, {threads} thread(s)", vs_torch, vs_f32)
         for N in (1,) if h.quick else (1, 8):
             ratios = []
             for i in YACONV_LAYERS:

@@ -77,13 +77,14 @@ def nhwc_to_nchw(x: ArrayLike) -> Array:
     return y
 
 
-def _to_padded_nhwc(x, fmt, pads, cdt):
-    """x in `fmt` -> padded NHWC, C-contiguous, of dtype cdt (a view of x when nothing to do)."""
+def _to_padded_nhwc(x, fmt, pads, cdt, cd=None):
+    """x in `fmt` -> padded NHWC, C-contiguous, of dtype cdt (a view of x when nothing to do),
+    with cd >= C channels (those past C zero; default C)."""
     pt, pb, pl, pr = pads
     if fmt == "NCHW":
         x = np.ascontiguousarray(x, dtype=cdt)
         N, C, H, W = x.shape
-        y = np.empty((N, H + pt + pb, W + pl + pr, C), cdt)
+        y = np.empty((N, H + pt + pb, W + pl + pr, cd or C), cdt)
         if y.size:
             if x.size:
                 _conv.nchw_to_nhwc_pad(x, y, pt, pb, pl, pr)
@@ -91,12 +92,12 @@ def _to_padded_nhwc(x, fmt, pads, cdt):
                 y[...] = 0
         return y
     x = x.astype(cdt, copy=False)
-    if x.flags.c_contiguous and not any(pads):
+    if x.flags.c_contiguous and not any(pads) and cd in (None, x.shape[3]):
         return x
     if x.strides[3] != x.itemsize or any(s % x.itemsize for s in x.strides):
         x = np.ascontiguousarray(x)
     N, H, W, C = x.shape
-    y = np.empty((N, H + pt + pb, W + pl + pr, C), cdt)
+    y = np.empty((N, H + pt + pb, W + pl + pr, cd or C), cdt)
     if y.size:
         if x.size:
             _conv.nhwc_pad(x, y, pt, pb, pl, pr)
@@ -154,6 +155,14 @@ class PackedConvWeight:
             self._packs[key] = _matrix(self._source, cdt, nhwc)
         return self._packs[key]
 
+    def packed_bf16(self):
+        """The bf16 engine's VNNI-packed weight at the active ISA level's panel width (one
+        group; packed on first use)."""
+        key = ("bf16", _conv.bf16_panel())
+        if key not in self._packs:
+            self._packs[key] = _pack_bf16(self._source)
+        return self._packs[key]
+
     def packed(self, cdt, groups):
         """(packed array, nr, bk) for compute dtype cdt and `groups` at the active ISA level's
         register block width (packed on first use)."""
@@ -182,6 +191,12 @@ def _pack(w, groups, cdt):
     if w5.size:
         _conv.pack_weight(w5, nr, bk, wpk)
     return wpk, nr, bk
+
+
+def _pack_bf16(w):
+    """(K, C, R, S) -> the bf16 engine's weight: panels of the level's width, pairs of
+    channels (frame/conv_bf16.c)."""
+    return _conv.bf16_pack(np.asarray(w, dtype=_validate.BF16), _conv.bf16_panel())
 
 
 def _weight_arg(w, fn):
@@ -246,7 +261,11 @@ def conv2d(x: ArrayLike, w: "ArrayLike | PackedConvWeight", bias: ArrayLike | No
     ----------
     x : array_like
         (N, C, H, W), or (N, H, W, C) with ``data_format="NHWC"``; float32, float64, bfloat16 or
-        float16 (the last two computed in float32, the result rounded to x's dtype, nearest even).
+        float16. bfloat16 x and w on one group run the bf16 engine ("auto"/"brgemm": each
+        output one ``vdpbf16ps`` chain over its window, float32 accumulation, the bits of
+        pytpp.matmul on the im2col matrix on every ISA level; a float32 ``out`` receives the
+        float32 sums); other bfloat16 and float16 inputs are computed in float32. A bfloat16 or
+        float16 result is rounded to nearest even.
     w : array_like or PackedConvWeight
         (K, C/groups, R, S) in both formats.
     bias : array_like, optional
@@ -315,6 +334,8 @@ def conv2d(x: ArrayLike, w: "ArrayLike | PackedConvWeight", bias: ArrayLike | No
                               out if out is not None and out.dtype == cdt
                               and out.flags.c_contiguous and not np.may_share_memory(out, x)
                               else None)
+    elif _bf16_engine(x.dtype, w_dt, groups, algorithm):
+        res = _forward_bf16(x, w, b, act, fmt, (N, C, H, W, K, R, S, P, Q), st, dl, pads, out)
     elif algorithm == "im2col":
         res = _im2col_forward(x, w, b, fmt, (N, C, H, W, K, R, S, P, Q), st, dl, pads, groups,
                               activation, cdt)
@@ -350,6 +371,42 @@ def _forward(x, w, b, act, fmt, dims, st, dl, pads, groups, cdt, direct_out=None
     geom = (N, C, xp.shape[1], xp.shape[2], K, R, S, P, Q, st[0], st[1], dl[0], dl[1], groups)
     _conv.forward(xp, *wpk, b, res, geom, act, fmt == "NCHW")
     return res
+
+
+def _bf16_engine(x_dt, w_dt, groups, algorithm):
+    """bf16 x and w on one group run the bf16 engine (vdpbf16ps sums, fp32 accumulation)."""
+    return (x_dt == _validate.BF16 and w_dt == _validate.BF16 and groups == 1
+            and algorithm == "brgemm")
+
+
+def _forward_bf16(x, w, b, act, fmt, dims, st, dl, pads, out):
+    """The bf16 engine (frame/conv_bf16.c): x in fmt -> result in fmt, C-contiguous, float32
+    when `out` is float32 (the sums never rounded to bf16), else bf16 (`out` itself when it can
+    take the result in place)."""
+    N, C, H, W, K, R, S, P, Q = dims
+    bf = _validate.BF16
+    odt = np.dtype(np.float32) if out is not None and out.dtype == np.float32 else bf
+    oshape = (N, K, P, Q) if fmt == "NCHW" else (N, P, Q, K)
+    direct = (out is not None and out.dtype == odt and out.flags.c_contiguous
+              and not np.may_share_memory(out, x))
+    res = out if direct and fmt == "NHWC" else np.empty((N, P, Q, K), odt)
+    if res.size == 0:
+        return out if direct else np.empty(oshape, odt)
+    if x.size == 0 or C == 0:
+        r = _bias_only(np.empty(oshape, np.float32), b, act, fmt, K)
+        return r if odt == np.float32 else r.astype(bf)
+    # whole channel pairs: an odd C (the stem's 3) gains a zero channel
+    xp = _to_padded_nhwc(x, fmt, pads, bf, C + C % 2)
+    C += C % 2
+    wpk = w.packed_bf16() if isinstance(w, PackedConvWeight) else _pack_bf16(w)
+    b32 = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
+    geom = (N, C, xp.shape[1], xp.shape[2], K, R, S, P, Q, st[0], st[1], dl[0], dl[1], 1)
+    _conv.forward_bf16(xp, wpk, b32, res, geom, act)
+    if fmt == "NHWC":
+        return res
+    y = out if direct else np.empty(oshape, odt)
+    _conv.nhwc_to_nchw(res, y)
+    return y
 
 
 def _bias_only(res, b, act, fmt, K):

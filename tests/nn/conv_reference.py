@@ -3,6 +3,7 @@ shared by the conv tests. Layout NCHW; the callers transpose NHWC."""
 import math
 
 import numpy as np
+from hypothesis import strategies as st
 
 
 def pads_of(padding, R, S, dil, stride):
@@ -15,6 +16,25 @@ def pads_of(padding, R, S, dil, stride):
         return th // 2, th - th // 2, tw // 2, tw - tw // 2
     ph, pw = (padding, padding) if np.isscalar(padding) else padding
     return ph, ph, pw, pw
+
+
+@st.composite
+def kernel_geometry(draw, max_dil=3):
+    """A hypothesis draw of a kernel (R, S), dilation, padding (int, pair, "same" or "valid"),
+    stride and an input size (H, W) the padded kernel fits: the shared part of the conv tests'
+    random cases."""
+    R, S = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    dil = (draw(st.integers(1, max_dil)), draw(st.integers(1, 2)))
+    padding = draw(st.sampled_from(["int", "pair", "same", "valid"]))
+    stride = (1, 1) if padding == "same" else (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    if padding == "int":
+        padding = draw(st.integers(0, 3))
+    elif padding == "pair":
+        padding = (draw(st.integers(0, 3)), draw(st.integers(0, 2)))
+    pt, pb, pl, pr = pads_of(padding, R, S, dil, stride)
+    H = draw(st.integers(max(1, dil[0] * (R - 1) + 1 - pt - pb), 17))
+    W = draw(st.integers(max(1, dil[1] * (S - 1) + 1 - pl - pr), 19))
+    return {"H": H, "W": W, "R": R, "S": S, "stride": stride, "padding": padding, "dil": dil}
 
 
 def conv2d_ref(x, w, bias=None, stride=(1, 1), pads=(0, 0, 0, 0), dil=(1, 1), groups=1,

@@ -188,7 +188,7 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
         void *tmp = malloc((size_t)(s->N * s->P * s->Q * s->K * esz));
         int err = tmp ? pytpp_conv2d_forward_rows(gk, ew, s, x, wpk, nr, bk, bias, act, tmp,
                                                   nthreads) : -1;
-        if (!err) pytpp_conv_nhwc_to_nchw(ew, s->N, s->K, s->P, s->Q, tmp, out, nthreads);
+        if (!err) pytpp_conv_nhwc_to_nchw(ew, esz, s->N, s->K, s->P, s->Q, tmp, out, nthreads);
         free(tmp);
         return err;
     }
@@ -402,43 +402,44 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
 
 /* ---------------------------------------------------------------- layout transforms */
 
-/* One row of a padded NHWC image (Wp = pl + W + pr pixels of C channels): image row h outside
- * [0, H) is all zeros (returns 0); else its left and right padding are zeroed and the caller
- * fills the W pixels between (returns 1). */
-static int padded_row(char *dst, int64_t h, int64_t H, int64_t W, int64_t C, int64_t pl,
-                      int64_t pr, int64_t esz)
+/* One row of a padded NHWC image (Wp = pl + W + pr pixels of Cd channels): image row h outside
+ * [0, H) is all zeros (returns 0); else its left and right padding and the channels [C, Cd) of
+ * its W pixels are zeroed and the caller fills the C channels of those pixels (returns 1). */
+static int padded_row(char *dst, int64_t h, int64_t H, int64_t W, int64_t C, int64_t Cd,
+                      int64_t pl, int64_t pr, int64_t esz)
 {
     if (h < 0 || h >= H) {
-        memset(dst, 0, (size_t)((pl + W + pr) * C * esz));
+        memset(dst, 0, (size_t)((pl + W + pr) * Cd * esz));
         return 0;
     }
-    memset(dst, 0, (size_t)(pl * C * esz));
-    memset(dst + (pl + W) * C * esz, 0, (size_t)(pr * C * esz));
+    memset(dst, 0, (size_t)(pl * Cd * esz));
+    memset(dst + (pl + W) * Cd * esz, 0, (size_t)(pr * Cd * esz));
+    /* a channel or two per pixel: byte stores, not a call each */
+    for (int64_t w = pl; Cd > C && w < pl + W; ++w)
+        for (int64_t b = C * esz; b < Cd * esz; ++b) dst[w * Cd * esz + b] = 0;
     return 1;
 }
 
-void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
-                                 int64_t W, int64_t pt, int64_t pb, int64_t pl, int64_t pr,
-                                 const void *x, void *y, int nthreads)
+/* y (n x m, row stride ldy) = x (m x n, row stride ldx)^T, elements of esz bytes: 2 (bf16) on
+ * the 16-bit network of the float32 table, where the level has one */
+static void transpose_elems(const pytpp_ew_kernels *ew, int64_t esz, int64_t m, int64_t n,
+                            const char *x, int64_t ldx, char *y, int64_t ldy)
 {
-    const int64_t esz = ew->dtype == PYTPP_EW_F64 ? 8 : 4;
-    const int64_t Hp = H + pt + pb, Wp = W + pl + pr, rows = N * Hp;
-    int nt = nthreads < 1 ? 1 : nthreads;
-    if ((double)N * C * H * W < 32768.0) nt = 1;
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-    for (int64_t t = 0; t < rows; ++t) {
-        const int64_t n = t / Hp, h = t % Hp - pt;
-        char *dst = (char *)y + t * Wp * C * esz;
-        if (!padded_row(dst, h, H, W, C, pl, pr, esz)) continue;
-        /* the C x W slab of row h (row stride H*W) transposed into W pixels of C channels */
-        ew->transpose(C, W, (const char *)x + (n * C * H + h) * W * esz, H * W,
-                      dst + pl * C * esz, C);
+    if (esz != 2) {
+        ew->transpose(m, n, x, ldx, y, ldy);
+    } else if (ew->transpose16) {
+        ew->transpose16(m, n, x, ldx, y, ldy);
+    } else {
+        const uint16_t *xs = (const uint16_t *)x;
+        uint16_t *ys = (uint16_t *)y;
+        for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) ys[j * ldy + i] = xs[i * ldx + j];
     }
 }
 
-void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t H, int64_t W, int64_t sn,
-                         int64_t sh, int64_t sw, int64_t pt, int64_t pb, int64_t pl, int64_t pr,
-                         const void *x, void *y, int nthreads)
+void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t esz, int64_t N, int64_t C,
+                                 int64_t Cd, int64_t H, int64_t W, int64_t pt, int64_t pb,
+                                 int64_t pl, int64_t pr, const void *x, void *y, int nthreads)
 {
     const int64_t Hp = H + pt + pb, Wp = W + pl + pr, rows = N * Hp;
     int nt = nthreads < 1 ? 1 : nthreads;
@@ -446,27 +447,49 @@ void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t H, int64_t W
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
     for (int64_t t = 0; t < rows; ++t) {
         const int64_t n = t / Hp, h = t % Hp - pt;
-        char *dst = (char *)y + t * Wp * C * esz;
-        if (!padded_row(dst, h, H, W, C, pl, pr, esz)) continue;
+        char *dst = (char *)y + t * Wp * Cd * esz;
+        if (!padded_row(dst, h, H, W, C, Cd, pl, pr, esz)) continue;
+        /* the C x W slab of row h (row stride H*W) transposed into W pixels of Cd channels */
+        transpose_elems(ew, esz, C, W, (const char *)x + (n * C * H + h) * W * esz, H * W,
+                        dst + pl * Cd * esz, Cd);
+    }
+}
+
+void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t Cd, int64_t H, int64_t W,
+                         int64_t sn, int64_t sh, int64_t sw, int64_t pt, int64_t pb, int64_t pl,
+                         int64_t pr, const void *x, void *y, int nthreads)
+{
+    const int64_t Hp = H + pt + pb, Wp = W + pl + pr, rows = N * Hp;
+    int nt = nthreads < 1 ? 1 : nthreads;
+    if ((double)N * C * H * W < 32768.0) nt = 1;
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int64_t t = 0; t < rows; ++t) {
+        const int64_t n = t / Hp, h = t % Hp - pt;
+        char *dst = (char *)y + t * Wp * Cd * esz;
+        if (!padded_row(dst, h, H, W, C, Cd, pl, pr, esz)) continue;
         const char *src = (const char *)x + (n * sn + h * sh) * esz;
-        if (sw == C)
+        if (sw == C && Cd == C)
             memcpy(dst + pl * C * esz, src, (size_t)(W * C * esz));
+        else if (C * esz <= 16)   /* a stem's few channels: byte moves, not a call per pixel */
+            for (int64_t w = 0; w < W; ++w)
+                for (int64_t b = 0; b < C * esz; ++b)
+                    dst[(pl + w) * Cd * esz + b] = src[w * sw * esz + b];
         else
             for (int64_t w = 0; w < W; ++w)
-                memcpy(dst + (pl + w) * C * esz, src + w * sw * esz, (size_t)(C * esz));
+                memcpy(dst + (pl + w) * Cd * esz, src + w * sw * esz, (size_t)(C * esz));
     }
 }
 
-void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
-                             int64_t W, const void *x, void *y, int nthreads)
+void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t esz, int64_t N, int64_t C,
+                             int64_t H, int64_t W, const void *x, void *y, int nthreads)
 {
-    const int64_t esz = ew->dtype == PYTPP_EW_F64 ? 8 : 4, rows = N * H;
+    const int64_t rows = N * H;
     int nt = nthreads < 1 ? 1 : nthreads;
     if ((double)N * C * H * W < 32768.0) nt = 1;
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
     for (int64_t t = 0; t < rows; ++t) {
         const int64_t n = t / H, h = t % H;
-        ew->transpose(W, C, (const char *)x + t * W * C * esz, C,
-                      (char *)y + (n * C * H + h) * W * esz, H * W);
+        transpose_elems(ew, esz, W, C, (const char *)x + t * W * C * esz, C,
+                        (char *)y + (n * C * H + h) * W * esz, H * W);
     }
 }

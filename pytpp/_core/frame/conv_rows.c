@@ -29,48 +29,102 @@ typedef struct rows_plan {
     const pytpp_gemm_kernels *gk;
     const pytpp_ew_kernels *ew;
     const pytpp_conv_shape *s;
-    int64_t esz, nr, bk, nkb, rsc, kc, nkc, lda, mc, nblk, kgroups, kb_per_task;
-    int64_t mr, units;  /* pixel blocks are whole runs of mr pixels (register-block rows) */
+    int64_t esz, nr, bk, nkb, rsc, kc, nkc, lda;
+    pytpp_conv_blocks b;
     const char *x, *wpk, *bias;
     char *out;
     int act;
 } rows_plan;
 
-/* buf row i = the elements [k0, k0 + kn) of output pixel pix0 + i's window, in (r, s, c) order */
-static void copy_rows(const rows_plan *rp, int64_t pix0, int64_t m, int64_t k0, int64_t kn,
-                      char *buf)
+/* n bytes from s to d: runs up to 64 bytes as two overlapping fixed-size moves (inlined; a
+ * bf16 stem's kernel row is 56 bytes, and the library call cost more than the move) */
+static inline void copy_run(char *d, const char *s, int64_t n)
 {
-    const pytpp_conv_shape *s = rp->s;
-    const int64_t esz = rp->esz, C = s->C;
+    if (n > 64) {
+        memcpy(d, s, (size_t)n);
+    } else if (n >= 32) {
+        memcpy(d, s, 32);
+        memcpy(d + n - 32, s + n - 32, 32);
+    } else if (n >= 16) {
+        memcpy(d, s, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else {
+        for (int64_t i = 0; i < n; ++i) d[i] = s[i];
+    }
+}
+
+void pytpp_conv_copy_windows(const pytpp_conv_shape *s, const char *x, int64_t esz,
+                             int64_t pix0, int64_t m, int64_t k0, int64_t kn, int64_t lda,
+                             char *buf)
+{
+    const int64_t C = s->C;
+    /* (r, u, c) of k0, then advanced run by run without divisions */
+    const int64_t t0 = k0 / C, c_0 = k0 % C, r_0 = t0 / s->S, u_0 = t0 % s->S;
+    int64_t q = pix0 % s->Q, p = pix0 / s->Q % s->P, n = pix0 / s->Q / s->P;
     for (int64_t i = 0; i < m; ++i) {
-        const int64_t pix = pix0 + i, q = pix % s->Q, np = pix / s->Q;
-        const int64_t p = np % s->P, n = np / s->P;
-        const char *img = rp->x + ((n * s->H + p * s->sh) * s->W + q * s->sw) * C * esz;
-        char *d = buf + i * rp->lda * esz;
+        const char *img = x + ((n * s->H + p * s->sh) * s->W + q * s->sw) * C * esz;
+        char *d = buf + i * lda * esz;
+        int64_t r = r_0, u = u_0, c = c_0;
         for (int64_t k = k0; k < k0 + kn;) {
-            const int64_t t = k / C, c = k % C, r = t / s->S, u = t % s->S;
             /* at unit dilation a kernel row's taps are one run of S*C elements in the image */
             const int64_t run = s->dw == 1 ? (s->S - u) * C - c : C - c;
             const int64_t len = imin(run, k0 + kn - k);
-            memcpy(d, img + ((r * s->dh * s->W + u * s->dw) * C + c) * esz, (size_t)(len * esz));
+            copy_run(d, img + ((r * s->dh * s->W + u * s->dw) * C + c) * esz, len * esz);
             d += len * esz;
             k += len;
+            c = 0;
+            if (s->dw == 1) u = 0, ++r;
+            else if (++u == s->S) u = 0, ++r;
+        }
+        if (++q == s->Q) {
+            q = 0;
+            if (++p == s->P) p = 0, ++n;
         }
     }
+}
+
+void pytpp_conv_pixel_blocks(int64_t M, int64_t mr, int64_t nkb, int nt,
+                             pytpp_conv_blocks *b)
+{
+    /* near-equal blocks of whole mr-pixel runs, as many per thread (C512 7x7 at N = 8, 392
+     * pixels, in 9 blocks of 48 ran 5 + 4 on two threads: 1.68x one thread) */
+    b->mr = mr;
+    b->units = cdiv(M, mr);
+    b->nblk = imax(1, (b->units * mr + ROWS_BLOCK_TARGET / 2) / ROWS_BLOCK_TARGET);
+    if (b->nblk >= nt) b->nblk = cdiv(b->nblk, nt) * nt;
+    b->nblk = imin(b->nblk, b->units);
+    b->mc = cdiv(b->units, b->nblk) * mr;
+    /* all K blocks in one task (one copy of the pixels' windows) unless there are fewer
+     * blocks than threads: then as few K groups as give each thread a task (each group copies
+     * the windows again: C512 7x7 at N = 1 in 8 groups spent 17% of its time copying) */
+    b->kgroups = b->nblk >= nt ? 1 : imin(nkb, cdiv(nt, b->nblk));
+    b->kb_per_task = cdiv(nkb, b->kgroups);
+    b->kgroups = cdiv(nkb, b->kb_per_task);
+}
+
+void pytpp_conv_block_pixels(const pytpp_conv_blocks *b, int64_t M, int64_t blk, int64_t *pix0,
+                             int64_t *m)
+{
+    const int64_t u0 = blk * b->units / b->nblk, u1 = (blk + 1) * b->units / b->nblk;
+    *pix0 = u0 * b->mr;
+    *m = imin(u1 * b->mr, M) - *pix0;
 }
 
 static void rows_task(const rows_plan *rp, int64_t t, char *buf)
 {
     const pytpp_conv_shape *s = rp->s;
     const int64_t esz = rp->esz, K = s->K;
-    const int64_t blk = t / rp->kgroups, kg = t % rp->kgroups;
-    const int64_t u0 = blk * rp->units / rp->nblk, u1 = (blk + 1) * rp->units / rp->nblk;
-    const int64_t pix0 = u0 * rp->mr, m = imin(u1 * rp->mr, s->N * s->P * s->Q) - pix0;
-    const int64_t kb0 = kg * rp->kb_per_task, kb1 = imin(rp->nkb, kb0 + rp->kb_per_task);
+    const int64_t blk = t / rp->b.kgroups, kg = t % rp->b.kgroups;
+    int64_t pix0, m;
+    pytpp_conv_block_pixels(&rp->b, s->N * s->P * s->Q, blk, &pix0, &m);
+    const int64_t kb0 = kg * rp->b.kb_per_task, kb1 = imin(rp->nkb, kb0 + rp->b.kb_per_task);
     char *c0 = rp->out + pix0 * K * esz;
     for (int64_t kk = 0; kk < rp->nkc; ++kk) {
         const int64_t k0 = kk * rp->kc, kn = imin(rp->kc, rp->rsc - k0);
-        copy_rows(rp, pix0, m, k0, kn, buf);
+        pytpp_conv_copy_windows(s, rp->x, esz, pix0, m, k0, kn, rp->lda, buf);
         const void *ap = buf;
         for (int64_t kb = kb0; kb < kb1; ++kb) {
             const int64_t j0 = kb * rp->bk, ncol = imin(rp->bk, K - j0);
@@ -101,21 +155,8 @@ int pytpp_conv2d_forward_rows(const pytpp_gemm_kernels *gk, const pytpp_ew_kerne
     rp.kc = cdiv(rp.rsc, rp.nkc);
     rp.lda = cdiv(rp.kc, 64 / rp.esz) * (64 / rp.esz);
     int nt = nthreads < 1 ? 1 : nthreads;
-    /* near-equal blocks of whole mr-pixel runs, as many per thread (C512 7x7 at N = 8, 392
-     * pixels, in 9 blocks of 48 ran 5 + 4 on two threads: 1.68x one thread) */
-    rp.mr = mr;
-    rp.units = cdiv(M, mr);
-    rp.nblk = imax(1, (rp.units * mr + ROWS_BLOCK_TARGET / 2) / ROWS_BLOCK_TARGET);
-    if (rp.nblk >= nt) rp.nblk = cdiv(rp.nblk, nt) * nt;
-    rp.nblk = imin(rp.nblk, rp.units);
-    rp.mc = cdiv(rp.units, rp.nblk) * mr;
-    /* all K blocks in one task (one copy of the pixels' windows) unless there are fewer
-     * blocks than threads: then as few K groups as give each thread a task (each group copies
-     * the windows again: C512 7x7 at N = 1 in 8 groups spent 17% of its time copying) */
-    rp.kgroups = rp.nblk >= nt ? 1 : imin(rp.nkb, cdiv(nt, rp.nblk));
-    rp.kb_per_task = cdiv(rp.nkb, rp.kgroups);
-    rp.kgroups = cdiv(rp.nkb, rp.kb_per_task);
-    const int64_t tasks = rp.nblk * rp.kgroups;
+    pytpp_conv_pixel_blocks(M, mr, rp.nkb, nt, &rp.b);
+    const int64_t tasks = rp.b.nblk * rp.b.kgroups;
     if (nt > tasks) nt = (int)tasks;
     if ((double)M * s->K * rp.rsc < 65536.0) nt = 1;
     int err = 0;
@@ -123,7 +164,7 @@ int pytpp_conv2d_forward_rows(const pytpp_gemm_kernels *gk, const pytpp_ew_kerne
     {
         int64_t t0, len;
         pytpp_thread_part(tasks, &t0, &len);
-        char *buf = malloc((size_t)(rp.mc * rp.lda * rp.esz) + 64);
+        char *buf = malloc((size_t)(rp.b.mc * rp.lda * rp.esz) + 64);
         if (!buf) err |= 1;
         else
             for (int64_t t = t0; t < t0 + len; ++t) rows_task(&rp, t, buf);

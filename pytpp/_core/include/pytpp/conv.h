@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include "pytpp/gemm.h"
 #include "pytpp/eltwise.h"
+#include "pytpp/gemm_goto.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -66,6 +67,40 @@ int pytpp_conv2d_forward_rows(const pytpp_gemm_kernels *gk, const pytpp_ew_kerne
                               const pytpp_conv_shape *s, const void *x, const void *wpk,
                               int64_t nr, int64_t bk, const void *bias, int act, void *out,
                               int nthreads);
+/* The pixel rows' shared parts (conv_rows.c). A forward pass on packed pixel rows splits the
+ * N*P*Q output pixels into nblk near-equal blocks of whole mr-pixel runs (at most mc pixels) and,
+ * when there are fewer blocks than threads, its nkb column blocks into kgroups groups of
+ * kb_per_task: task t is pixel block t / kgroups, column group t % kgroups. */
+typedef struct pytpp_conv_blocks {
+    int64_t mr, units, nblk, mc, kgroups, kb_per_task;
+} pytpp_conv_blocks;
+void pytpp_conv_pixel_blocks(int64_t M, int64_t mr, int64_t nkb, int nt, pytpp_conv_blocks *b);
+/* pixel block blk: its first pixel and its pixel count */
+void pytpp_conv_block_pixels(const pytpp_conv_blocks *b, int64_t M, int64_t blk, int64_t *pix0,
+                             int64_t *m);
+/* buf row i (lda elements apart) = the elements [k0, k0 + kn) of output pixel pix0 + i's window
+ * in (r, s, c) order, from padded NHWC x of esz-byte elements */
+void pytpp_conv_copy_windows(const pytpp_conv_shape *s, const char *x, int64_t esz,
+                             int64_t pix0, int64_t m, int64_t k0, int64_t kn, int64_t lda,
+                             char *buf);
+
+/* bf16 forward on packed pixel rows (conv_bf16.c): out = act(conv(x, w) + bias), one group.
+ * x: padded NHWC bf16 with C even (an odd C is padded with a zero channel); wpk: the weight as
+ * ceil(K / nr) panels of nr = bf->vl * bf->nv_main columns, each (R, S, C/2, nr, 2) (VNNI pairs
+ * of channels, zero past K; pytpp_conv_bf16_pack); bias: K float32 or NULL; out: (N, P, Q, K),
+ * float32 or, with out_bf16, bf16 rounded to nearest even. Every output is one vdpbf16ps chain
+ * over its window in (r, s, c) order (the bits of pytpp.matmul on the im2col matrix) on every
+ * level whose bf16 table has direct kernels (bf->brd). Returns 0, or -1 without memory. */
+int pytpp_conv2d_forward_bf16(const pytpp_pk_kernels *bf, const pytpp_ew_kernels *ew32,
+                              const pytpp_conv_shape *s, const void *x, const void *wpk,
+                              const float *bias, int act, void *out, int out_bf16,
+                              int nthreads);
+/* w (K, C, R, S) bf16 with element strides st (C may be odd: the pack's C is even) -> wpk of
+ * pytpp_conv_bf16_packed_elems(K, C, R, S, nr) bf16 words. */
+int64_t pytpp_conv_bf16_packed_elems(int64_t K, int64_t C, int64_t R, int64_t S, int64_t nr);
+void pytpp_conv_bf16_pack(int64_t K, int64_t C, int64_t R, int64_t S, int64_t nr,
+                          const uint16_t *w, const int64_t *st, uint16_t *wpk);
+
 /* c (m x ncol, ldc) = sum over the nb blocks of A_i (m x k, strides rsa, csa) B_i (k x ncol)
  * (+ beta * c), in register blocks; ap, bp name the blocks' first elements. B's columns come in
  * chunks of one register block's width (nv_main vectors), chunk j at bp[i] + j * bstep with row
@@ -88,16 +123,18 @@ int pytpp_conv2d_backward_weight(const pytpp_gemm_kernels *gk, int64_t esz,
                                  const pytpp_conv_shape *s, const void *x, const void *go,
                                  int64_t go_w, void *gw, int nthreads);
 
-/* Layout transforms (threads over images and rows, the level's transpose kernel per row):
- * x (N, C, H, W) -> y (N, H + pt + pb, W + pl + pr, C), the border zero. */
-void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
-                                 int64_t W, int64_t pt, int64_t pb, int64_t pl, int64_t pr,
-                                 const void *x, void *y, int nthreads);
-/* x (N, H, W, C) with element strides (sn, sh, sw, 1) -> y (N, H + pt + pb, W + pl + pr, C),
+/* Layout transforms (threads over images and rows, the level's transpose kernel per row; esz:
+ * bytes per element, 2 for bf16 on the float32 table ew). The padded forms have Cd >= C
+ * channels, those past C zero (whole bf16 channel pairs):
+ * x (N, C, H, W) -> y (N, H + pt + pb, W + pl + pr, Cd), the border zero. */
+void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t esz, int64_t N, int64_t C,
+                                 int64_t Cd, int64_t H, int64_t W, int64_t pt, int64_t pb,
+                                 int64_t pl, int64_t pr, const void *x, void *y, int nthreads);
+/* x (N, H, W, C) with element strides (sn, sh, sw, 1) -> y (N, H + pt + pb, W + pl + pr, Cd),
  * the border zero. */
-void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t H, int64_t W, int64_t sn,
-                         int64_t sh, int64_t sw, int64_t pt, int64_t pb, int64_t pl, int64_t pr,
-                         const void *x, void *y, int nthreads);
+void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t Cd, int64_t H, int64_t W,
+                         int64_t sn, int64_t sh, int64_t sw, int64_t pt, int64_t pb, int64_t pl,
+                         int64_t pr, const void *x, void *y, int nthreads);
 /* The backward by data as GEMMs into columns: x (N, H, W, C), C-contiguous, += cols (N, P, Q,
  * R, S, C), C-contiguous, the columns of output rows [p0, p0 + P): tap (r, s) of output pixel
  * (p, q) into input pixel (p * sh + r * dh - pt, q * sw + s * dw - pl) (taps outside the input
@@ -108,8 +145,8 @@ void pytpp_conv_col2im_nhwc(int64_t esz, int64_t N, int64_t H, int64_t W, int64_
                             int64_t dh, int64_t dw, int64_t pt, int64_t pl, const void *cols,
                             void *x, int nthreads);
 /* x (N, H, W, C) -> y (N, C, H, W), both C-contiguous. */
-void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t N, int64_t C, int64_t H,
-                             int64_t W, const void *x, void *y, int nthreads);
+void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t esz, int64_t N, int64_t C,
+                             int64_t H, int64_t W, const void *x, void *y, int nthreads);
 
 #ifdef __cplusplus
 }
