@@ -174,3 +174,23 @@ def test_grouped_bf16_rounds_the_float32_result_once(rng):
     assert y.dtype == BF16
     y32 = conv2d(x.astype(np.float32), w.astype(np.float32), padding=1, groups=2)
     np.testing.assert_array_equal(y.view(np.uint16), y32.astype(BF16).view(np.uint16))
+
+
+def test_denormal_results_flush_to_zero_on_every_level():
+    """The epilogue runs under DAZ + FTZ like the sums: a sum plus bias in the float32 denormal
+    range is zero on every level (the native bf16 store would flush it, the emulated one round
+    it), in both output dtypes."""
+    x = np.zeros((1, 2, 3, 3), BF16)
+    x[0, 0] = 1
+    w = np.zeros((3, 2, 1, 1), BF16)
+    w[:, 0, 0, 0] = 2.0 ** -120
+    bias = np.array([-(2.0 ** -120) + 2.0 ** -130, 1.0, -(2.0 ** -120)], np.float32)
+    for level in pytpp.available_isas():
+        with pytpp.use_isa(level):
+            y32 = np.empty((1, 3, 3, 3), np.float32)
+            conv2d(x, w, bias, out=y32)
+            yb = conv2d(x, w, bias)
+        assert (y32[0, 0] == 0).all() and (y32[0, 2] == 0).all(), level
+        np.testing.assert_array_equal(y32[0, 1], np.float32(1.0 + 2.0 ** -120))
+        np.testing.assert_array_equal(yb.view(np.uint16)[0, 0], 0)
+        np.testing.assert_array_equal(yb.astype(np.float32)[0, 1], 1.0)

@@ -414,9 +414,12 @@ static int padded_row(char *dst, int64_t h, int64_t H, int64_t W, int64_t C, int
     }
     memset(dst, 0, (size_t)(pl * Cd * esz));
     memset(dst + (pl + W) * Cd * esz, 0, (size_t)(pr * Cd * esz));
-    /* a channel or two per pixel: byte stores, not a call each */
-    for (int64_t w = pl; Cd > C && w < pl + W; ++w)
-        for (int64_t b = C * esz; b < Cd * esz; ++b) dst[w * Cd * esz + b] = 0;
+    /* a channel per pixel: stores, not a call each */
+    if (Cd == C + 1 && esz == 2)
+        for (int64_t w = pl; w < pl + W; ++w) ((uint16_t *)dst)[w * Cd + C] = 0;
+    else
+        for (int64_t w = pl; Cd > C && w < pl + W; ++w)
+            for (int64_t b = C * esz; b < Cd * esz; ++b) dst[w * Cd * esz + b] = 0;
     return 1;
 }
 
@@ -470,7 +473,11 @@ void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t Cd, int64_t 
         const char *src = (const char *)x + (n * sn + h * sh) * esz;
         if (sw == C && Cd == C)
             memcpy(dst + pl * C * esz, src, (size_t)(W * C * esz));
-        else if (C * esz <= 16)   /* a stem's few channels: byte moves, not a call per pixel */
+        else if (C <= 4 && esz == 2)   /* a bf16 stem's channels: no call per pixel */
+            for (int64_t w = 0; w < W; ++w)
+                for (int64_t c = 0; c < C; ++c)
+                    ((uint16_t *)dst)[(pl + w) * Cd + c] = ((const uint16_t *)src)[w * sw + c];
+        else if (C * esz <= 16)
             for (int64_t w = 0; w < W; ++w)
                 for (int64_t b = 0; b < C * esz; ++b)
                     dst[(pl + w) * Cd * esz + b] = src[w * sw * esz + b];

@@ -8,11 +8,19 @@
 #include <string.h>
 #include "pytpp/brd_tiles.h"
 #include "pytpp/conv.h"
+#include "pytpp/fpmode.h"
 #include "pytpp/partition.h"
 
 /* Bytes of the weight slice one window copy meets (k run x nr columns, read from L2); the
  * float32 rows path's figure (conv_rows.c), the same bytes holding twice the k. */
 #define BF16_B_SLICE_BYTES (128 * 1024)
+
+/* Output rows of 2 * MR to this many pixels run as taps (A read in place), others as copied
+ * pixel rows. Zen 5, one core, ResNet-50's 3x3 layers and stem, NHWC, GFLOP/s rows / taps at
+ * N = 8: stem 210 / 258, C64 56x56 417 / 477, C128 56x56/2 449 / 475, C128 28x28 486 / 506;
+ * output rows of 14 and 7 pixels (2 and 1 register blocks of 7) lost 0-3%. Longer rows
+ * (conv1d) keep the pixel blocks' bounded buffers. */
+#define BF16_TAPS_MAX_Q 1024
 
 typedef struct bf16_plan {
     const pytpp_pk_kernels *bf;
@@ -20,11 +28,14 @@ typedef struct bf16_plan {
     const pytpp_conv_shape *s;
     int64_t nr, npan, rsc, kc, nkc, lda, ldcb;
     int in_place;       /* 1x1, unit stride: a pixel's window is its own C channels */
+    int taps;           /* one output row per task, A read from the image rows in place */
+    int64_t kgroups, pan_per_task;  /* taps: column groups of panels */
     pytpp_conv_blocks b;
     const char *x, *wpk;
     const float *bias;
     char *out;
     int act, out_bf16;
+    pytpp_ew_cvt_fn to_bf16;
 } bf16_plan;
 
 int64_t pytpp_conv_bf16_packed_elems(int64_t K, int64_t C, int64_t R, int64_t S, int64_t nr)
@@ -52,6 +63,31 @@ void pytpp_conv_bf16_pack(int64_t K, int64_t C, int64_t R, int64_t S, int64_t nr
                 }
 }
 
+/* bias, activation and the store of m finished pixels' columns [c0, c0 + nk): in place in a
+ * float32 output, else from the thread's sums into bf16 */
+static void finish(const bf16_plan *fp, char *c, int64_t ldc, int64_t pix0, int64_t m, int64_t c0,
+                   int64_t nk)
+{
+    pytpp_conv_epilogue(fp->ew, 4, m, nk, c, ldc, fp->bias ? (const char *)(fp->bias + c0) : NULL,
+                        fp->act);
+    if (!fp->out_bf16) return;
+    char *o = fp->out + (pix0 * fp->s->K + c0) * 2;
+    if (ldc == nk && nk == fp->s->K)    /* all channels: one run (a call per pixel cost 4%) */
+        fp->to_bf16(m * nk, c, o);
+    else
+        for (int64_t i = 0; i < m; ++i)
+            fp->to_bf16(nk, c + i * ldc * 4, o + i * fp->s->K * 2);
+}
+
+/* finish() on register-block row rb of `blocks` over m rows (pytpp_brd_panel's split), while
+ * its sums are in L1 */
+static void finish_block(const bf16_plan *fp, char *c, int64_t ldc, int64_t pix0, int64_t m,
+                         int64_t rb, int64_t blocks, int64_t c0, int64_t nk)
+{
+    const int64_t i0 = m * rb / blocks, rows = m * (rb + 1) / blocks - i0;
+    finish(fp, c + i0 * ldc * 4, ldc, pix0 + i0, rows, c0, nk);
+}
+
 static void bf16_task(const bf16_plan *fp, int64_t t, char *abuf, float *cbuf)
 {
     const pytpp_conv_shape *s = fp->s;
@@ -76,20 +112,51 @@ static void bf16_task(const bf16_plan *fp, int64_t t, char *abuf, float *cbuf)
         } else {
             pytpp_conv_copy_windows(s, fp->x, 2, pix0, m, k0, kn, fp->lda, abuf);
         }
-        for (int64_t rb = 0; rb < blocks; ++rb)
+        for (int64_t rb = 0; rb < blocks; ++rb) {
             for (int64_t j = j0; j < j1; ++j) {
                 const char *b = fp->wpk + (j * fp->rsc + k0) * nr * 2;
                 pytpp_brd_panel(&bf->brd, bf->mr_main, nr, vl, m, imin(nr, K - j * nr), 0, rb,
                                 rb + 1, kn / 2, 1, &a, lda, &b, 4, nr * 4,
                                 c + (j - j0) * nr * 4, ldc, kk > 0, NULL);
             }
+            if (kk == fp->nkc - 1)
+                finish_block(fp, c, ldc, pix0, m, rb, blocks, c0, nk);
+        }
     }
-    pytpp_conv_epilogue(fp->ew, 4, m, nk, c, ldc, fp->bias ? (const char *)(fp->bias + c0) : NULL,
-                        fp->act);
-    if (fp->out_bf16)
-        for (int64_t i = 0; i < m; ++i)
-            fp->ew->store_cvt[PYTPP_EW_BF16](nk, c + i * ldc * 4,
-                                             fp->out + ((pix0 + i) * K + c0) * 2);
+}
+
+/* One output row (n, p) for the panels of column group kg: per panel, a batch-reduce over the
+ * kernel rows (unit dilation: a row's S taps are one k run of S*C in the image and in the
+ * panel) or over every tap, A the image rows themselves at the stride's pixel step. */
+static void taps_task(const bf16_plan *fp, int64_t t, const char **ap, const char **bp,
+                      float *cbuf)
+{
+    const pytpp_conv_shape *s = fp->s;
+    const pytpp_pk_kernels *bf = fp->bf;
+    const int64_t K = s->K, nr = fp->nr, C = s->C, Q = s->Q;
+    const int64_t kg = t % fp->kgroups, row = t / fp->kgroups, n = row / s->P, p = row % s->P;
+    const int64_t j0 = kg * fp->pan_per_task, j1 = imin(fp->npan, j0 + fp->pan_per_task);
+    const int64_t c0 = j0 * nr, nk = imin(K, j1 * nr) - c0, pix0 = row * Q;
+    char *c = fp->out_bf16 ? (char *)cbuf : fp->out + (pix0 * K + c0) * 4;
+    const int64_t ldc = fp->out_bf16 ? fp->ldcb : K;
+    const int fold = s->dw == 1;
+    const int64_t nb = fold ? s->R : s->R * s->S, ks = fold ? s->S * C / 2 : C / 2;
+    const char *img = fp->x + ((n * s->H + p * s->sh) * s->W) * C * 2;
+    for (int64_t e = 0; e < nb; ++e) {
+        const int64_t r = fold ? e : e / s->S, u = fold ? 0 : e % s->S;
+        ap[e] = img + (r * s->dh * s->W + u * s->dw) * C * 2;
+    }
+    const int64_t blocks = pytpp_brd_blocks(Q, bf->mr_main);
+    for (int64_t rb = 0; rb < blocks; ++rb) {
+        for (int64_t j = j0; j < j1; ++j) {
+            for (int64_t e = 0; e < nb; ++e)
+                bp[e] = fp->wpk + (j * fp->rsc + e * ks * 2) * nr * 2;
+            pytpp_brd_panel(&bf->brd, bf->mr_main, nr, bf->vl, Q, imin(nr, K - j * nr), 0, rb,
+                            rb + 1, ks, nb, ap, s->sw * C * 2, bp, 4, nr * 4,
+                            c + (j - j0) * nr * 4, ldc, 0, NULL);
+        }
+        finish_block(fp, c, ldc, pix0, Q, rb, blocks, c0, nk);
+    }
 }
 
 int pytpp_conv2d_forward_bf16(const pytpp_pk_kernels *bf, const pytpp_ew_kernels *ew32,
@@ -101,6 +168,7 @@ int pytpp_conv2d_forward_bf16(const pytpp_pk_kernels *bf, const pytpp_ew_kernels
     if (M <= 0 || s->K <= 0) return 0;
     bf16_plan fp = {.bf = bf, .ew = ew32, .s = s, .x = x, .wpk = wpk, .bias = bias,
                     .out = out, .act = act, .out_bf16 = out_bf16};
+    fp.to_bf16 = bf->to_bf16 ? bf->to_bf16 : ew32->store_cvt[PYTPP_EW_BF16];
     fp.nr = (int64_t)bf->vl * bf->nv_main;
     fp.npan = cdiv(s->K, fp.nr);
     fp.rsc = s->R * s->S * s->C;
@@ -112,24 +180,47 @@ int pytpp_conv2d_forward_bf16(const pytpp_pk_kernels *bf, const pytpp_ew_kernels
     fp.nkc = cdiv(fp.rsc, fp.kc);
     fp.lda = cdiv(fp.kc, 32) * 32;
     int nt = nthreads < 1 ? 1 : nthreads;
-    pytpp_conv_pixel_blocks(M, bf->mr_main, fp.npan, nt, &fp.b);
-    fp.ldcb = imin(s->K, fp.b.kb_per_task * fp.nr);
-    const int64_t tasks = fp.b.nblk * fp.b.kgroups;
+    fp.taps = !fp.in_place && s->Q >= 2 * bf->mr_main && s->Q <= BF16_TAPS_MAX_Q;
+    int64_t tasks, rows;
+    if (fp.taps) {
+        /* whole rows per task; as few column groups as give each thread a task */
+        fp.kgroups = s->N * s->P >= nt ? 1 : imin(fp.npan, cdiv(nt, s->N * s->P));
+        fp.pan_per_task = cdiv(fp.npan, fp.kgroups);
+        fp.kgroups = cdiv(fp.npan, fp.pan_per_task);
+        fp.ldcb = imin(s->K, fp.pan_per_task * fp.nr);
+        tasks = s->N * s->P * fp.kgroups;
+        rows = s->Q;
+    } else {
+        pytpp_conv_pixel_blocks(M, bf->mr_main, fp.npan, nt, &fp.b);
+        fp.ldcb = imin(s->K, fp.b.kb_per_task * fp.nr);
+        tasks = fp.b.nblk * fp.b.kgroups;
+        rows = fp.b.mc;
+    }
     if (nt > tasks) nt = (int)tasks;
     if ((double)M * s->K * fp.rsc < 65536.0) nt = 1;
+    const int64_t nptr = s->R * s->S;
     int err = 0;
 #pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
     {
         int64_t t0, len;
         pytpp_thread_part(tasks, &t0, &len);
-        char *abuf = fp.in_place ? NULL : malloc((size_t)(fp.b.mc * fp.lda * 2) + 64);
-        float *cbuf = out_bf16 ? malloc((size_t)(fp.b.mc * fp.ldcb * 4) + 64) : NULL;
-        if ((!fp.in_place && !abuf) || (out_bf16 && !cbuf))
+        /* the epilogue too under DAZ + FTZ, as the sums: no denormal reaches the bf16 store,
+         * where the native conversion would flush it and the emulated one round it */
+        const unsigned csr = pytpp_ftz_enter();
+        const int copies = !fp.in_place && !fp.taps;
+        char *abuf = copies ? malloc((size_t)(fp.b.mc * fp.lda * 2) + 64) : NULL;
+        float *cbuf = out_bf16 ? malloc((size_t)(rows * fp.ldcb * 4) + 64) : NULL;
+        const char **ptrs = fp.taps ? malloc(2 * (size_t)nptr * sizeof(char *)) : NULL;
+        if ((copies && !abuf) || (out_bf16 && !cbuf) || (fp.taps && !ptrs))
             err |= 1;
+        else if (fp.taps)
+            for (int64_t t = t0; t < t0 + len; ++t) taps_task(&fp, t, ptrs, ptrs + nptr, cbuf);
         else
             for (int64_t t = t0; t < t0 + len; ++t) bf16_task(&fp, t, abuf, cbuf);
         free(abuf);
         free(cbuf);
+        free(ptrs);
+        pytpp_ftz_leave(csr);
     }
     return err ? -1 : 0;
 }

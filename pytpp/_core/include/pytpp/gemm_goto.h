@@ -87,6 +87,10 @@ typedef struct pytpp_pk_kernels {
                    int64_t ldrow, int64_t ldgroup, int swapped, float *c, int64_t ldc, int flags);
     int rows_raw;
     pytpp_lowp_brd_fn brd[PYTPP_PK_NV_MAX][PYTPP_PK_MR_MAX][2]; /* bf16: direct kernels */
+    /* bf16 tables with a native conversion (else NULL: the element-wise table's store_cvt):
+     * n float32 values to bf16, RNE, a denormal input flushed to a signed zero (values made
+     * under DAZ + FTZ never are one, and then both conversions give the same bits) */
+    void (*to_bf16)(int64_t n, const void *x, void *y);
 } pytpp_pk_kernels;
 
 /* Widened bf16 (AVX2): fp32 kernels on bf16 operands widened (exactly) while packing, k padded to

@@ -4,4 +4,6 @@
 #include "pytpp/gemm.h"
 #include "pytpp/bf16_rows_avx512.h"
 #define BF16_DOT_BT tpp_bf16n_dot_bt_avx512_bf16
+#include "pytpp/bf16_store_avx512.h"
+#define BF16_TO_BF16 tpp_bf16n_to_bf16_avx512_bf16
 #include "pytpp/gemm_bf16.inc"
