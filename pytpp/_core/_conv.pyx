@@ -10,7 +10,8 @@ from pytpp._core._runtime cimport num_threads, active_isa, level, cache_info, fe
 from pytpp._core.cengine cimport (PYTPP_F64, PYTPP_F32, PYTPP_BATCH_STRIDE, pytpp_gemm_kernels,
                                   pytpp_gemm_desc, pytpp_batch, pytpp_brgemm_many)
 from pytpp._core.celtwise cimport pytpp_ew_kernels
-from pytpp._core.cdispatch cimport pytpp_pool_kernels, pytpp_pk_kernels, pytpp_bf16_pairs_select
+from pytpp._core.cdispatch cimport (pytpp_pool_kernels, pytpp_pk_kernels, pytpp_bf16_select,
+                                    PYTPP_BF16_AUTO)
 
 cnp.import_array()
 
@@ -50,6 +51,11 @@ cdef extern from "pytpp/conv.h" nogil:
                                          int64_t nr)
     void pytpp_conv_bf16_pack(int64_t K, int64_t C, int64_t R, int64_t S, int64_t nr,
                               const uint16_t *w, const int64_t *st, uint16_t *wpk)
+    int pytpp_conv2d_forward_widened(const pytpp_gemm_kernels *gk32, const pytpp_ew_kernels *ew32,
+                                     const pytpp_conv_shape *s, const float *x,
+                                     const float *wpk, int64_t nr, int64_t bk,
+                                     const float *bias, int act, void *out, int out_bf16,
+                                     int nthreads)
     int pytpp_conv2d_forward_bf16(const pytpp_pk_kernels *bf, const pytpp_ew_kernels *ew32,
                                   const pytpp_conv_shape *s, const void *x, const void *wpk,
                                   const float *bias, int act, void *out, int out_bf16,
@@ -136,11 +142,18 @@ def forward(cnp.ndarray xp, cnp.ndarray wpk, int64_t nr, int64_t bk, object bias
 
 
 cdef const pytpp_pk_kernels *_bf16_table() noexcept nogil:
-    return pytpp_bf16_pairs_select(active_isa(), features())
+    return pytpp_bf16_select(active_isa(), features(), PYTPP_BF16_AUTO)
+
+
+def bf16_widened():
+    """Whether the active level's bf16 table widens to float32 (AVX2): bf16 convolutions then
+    run forward_bf16 on the widened float32 engine, else on the table's direct kernels."""
+    cdef const pytpp_pk_kernels *bf = _bf16_table()
+    return bool(bf.bf16_widened or bf.brd[0][0][0] == NULL)
 
 
 def bf16_panel():
-    """Columns per packed bf16 weight panel at the active ISA level."""
+    """Columns per packed bf16 weight panel at the active ISA level (forward_bf16)."""
     cdef const pytpp_pk_kernels *bf = _bf16_table()
     return bf.vl * bf.nv_main
 
@@ -163,14 +176,19 @@ def bf16_pack(cnp.ndarray w, int64_t nr):
     return wpk
 
 
-def forward_bf16(cnp.ndarray xp, cnp.ndarray wpk, object bias, cnp.ndarray out, tuple geom,
-                 int act):
-    """geom as forward's (one group; C even); xp padded NHWC bfloat16, wpk from bf16_pack at
-    the active level's panel width, bias float32 (K,) or None, out (N, P, Q, K) C-contiguous
-    float32 or bfloat16."""
+def forward_bf16(cnp.ndarray xp, cnp.ndarray wpk, int64_t nr, int64_t bk, object bias,
+                 cnp.ndarray out, tuple geom, int act):
+    """bf16 forward, geom as forward's (one group; C even), bias float32 (K,) or None, out
+    (N, P, Q, K) C-contiguous float32 or bfloat16. On the bf16 table's direct kernels: xp padded
+    NHWC bfloat16, wpk from bf16_pack at nr = bf16_panel() (bk unused). Where that table widens
+    (bf16_widened()): xp and wpk (pack_weight's, at nr, bk) float32, widened with each channel
+    pair swapped, on the float32 engine: the same bits."""
     cdef pytpp_conv_shape s = _shape(geom)
+    cdef int isa = active_isa()
     cdef const pytpp_pk_kernels *bf = _bf16_table()
-    cdef const pytpp_ew_kernels *ew = level(active_isa()).eltwise[PYTPP_F32]
+    cdef const pytpp_gemm_kernels *gk = level(isa).brgemm[PYTPP_F32]
+    cdef const pytpp_ew_kernels *ew = level(isa).eltwise[PYTPP_F32]
+    cdef bint widened = bf16_widened()
     cdef const void *px = cnp.PyArray_DATA(xp)
     cdef const void *pw = cnp.PyArray_DATA(wpk)
     cdef const float *pb = NULL
@@ -181,9 +199,14 @@ def forward_bf16(cnp.ndarray xp, cnp.ndarray wpk, object bias, cnp.ndarray out, 
     cdef int nt = num_threads()
     cdef int err
     with nogil:
-        err = pytpp_conv2d_forward_bf16(bf, ew, &s, px, pw, pb, act, po, out_bf16, nt)
+        if widened:
+            err = pytpp_conv2d_forward_widened(gk, ew, &s, <const float *>px,
+                                               <const float *>pw, nr, bk, pb, act, po,
+                                               out_bf16, nt)
+        else:
+            err = pytpp_conv2d_forward_bf16(bf, ew, &s, px, pw, pb, act, po, out_bf16, nt)
     if err:
-        raise MemoryError("pytpp.nn.conv2d: no memory for the bf16 row buffers")
+        raise MemoryError("pytpp.nn.conv2d: no memory for the tiles")
 
 
 def yaconv_forward(cnp.ndarray x, cnp.ndarray wpk, int64_t nr, object bias, cnp.ndarray out,

@@ -15,6 +15,7 @@ cdef extern from "pytpp/gemm_goto.h" nogil:
         int c_first, ftz, bf16_widened, kc_l1_x8, nc_l2_x8, nopack_l2_x8
         const void *dot_bt
         const void *dot_bn
+        const void *brd[1][1][1]
 
     const pytpp_pk_kernels pytpp_mm_f32_ref, pytpp_mm_f32_avx2, pytpp_mm_f32_avx512
     const pytpp_pk_kernels pytpp_mm_f64_ref, pytpp_mm_f64_avx2, pytpp_mm_f64_avx512

@@ -70,5 +70,4 @@ cdef extern from "pytpp/dispatch.h" nogil:
     const pytpp_bf16_entry pytpp_bf16_kernels[PYTPP_BF16_NKERNELS]
     const pytpp_pk_kernels *pytpp_bf16_select(int isa, uint32_t features, int which)
     const pytpp_pk_kernels *pytpp_bf16_rows_select(int isa, uint32_t features, int bt)
-    const pytpp_pk_kernels *pytpp_bf16_pairs_select(int isa, uint32_t features)
     int pytpp_dispatch_missing(int isa)

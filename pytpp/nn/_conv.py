@@ -156,9 +156,10 @@ class PackedConvWeight:
         return self._packs[key]
 
     def packed_bf16(self):
-        """The bf16 engine's VNNI-packed weight at the active ISA level's panel width (one
-        group; packed on first use)."""
-        key = ("bf16", _conv.bf16_panel())
+        """The bf16 engine's weight at the active ISA level (one group; packed on first use):
+        VNNI pairs at the bf16 table's panel width, or the widened float32 pack."""
+        key = ("bf16", _conv.bf16_widened(), _conv.bf16_panel(), _conv.blocking(
+            self.shape[0], False))
         if key not in self._packs:
             self._packs[key] = _pack_bf16(self._source)
         return self._packs[key]
@@ -194,9 +195,24 @@ def _pack(w, groups, cdt):
 
 
 def _pack_bf16(w):
-    """(K, C, R, S) -> the bf16 engine's weight: panels of the level's width, pairs of
-    channels (frame/conv_bf16.c)."""
-    return _conv.bf16_pack(np.asarray(w, dtype=_validate.BF16), _conv.bf16_panel())
+    """(K, C, R, S) -> the bf16 engine's weight at the active level: panels of the bf16 table's
+    width holding channel pairs (frame/conv_bf16.c), or where that table widens, the float32
+    engine's pack of the weight widened with C even and each channel pair swapped; as
+    (packed array, nr, bk), the arguments of _conv.forward_bf16."""
+    w = np.asarray(w, dtype=_validate.BF16)
+    if not _conv.bf16_widened():
+        return _conv.bf16_pack(w, _conv.bf16_panel()), _conv.bf16_panel(), 0
+    K, C, R, S = w.shape
+    we = np.zeros((K, C + C % 2, R, S), np.float32)
+    we[:, :C] = w
+    return _pack(we[:, np.arange(we.shape[1]) ^ 1], 1, np.float32)
+
+
+def _pairs_swapped_f32(xp):
+    """bf16 NHWC xp (even C) -> float32 with each channel pair swapped: the widened engine's
+    operand, whose float32 chain then takes each pair odd element first, as vdpbf16ps."""
+    words = xp.view(np.uint32)
+    return ((words >> 16) | (words << 16)).view(_validate.BF16).astype(np.float32)
 
 
 def _weight_arg(w, fn):
@@ -398,10 +414,12 @@ def _forward_bf16(x, w, b, act, fmt, dims, st, dl, pads, out):
     # whole channel pairs: an odd C (the stem's 3) gains a zero channel
     xp = _to_padded_nhwc(x, fmt, pads, bf, C + C % 2)
     C += C % 2
-    wpk = w.packed_bf16() if isinstance(w, PackedConvWeight) else _pack_bf16(w)
     b32 = None if b is None else np.ascontiguousarray(b, dtype=np.float32)
     geom = (N, C, xp.shape[1], xp.shape[2], K, R, S, P, Q, st[0], st[1], dl[0], dl[1], 1)
-    _conv.forward_bf16(xp, wpk, b32, res, geom, act)
+    wpk = w.packed_bf16() if isinstance(w, PackedConvWeight) else _pack_bf16(w)
+    if _conv.bf16_widened():
+        xp = _pairs_swapped_f32(xp)
+    _conv.forward_bf16(xp, *wpk, b32, res, geom, act)
     if fmt == "NHWC":
         return res
     y = out if direct else np.empty(oshape, odt)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pytpp/conv.h"
+#include "pytpp/fpmode.h"
 #include "pytpp/partition.h"
 
 /* Output channels per task (a multiple of the panel width nr): four AVX2 register blocks. */
@@ -170,10 +171,13 @@ static void dw_task(const fwd_plan *fp, int64_t t, char *tile)
     epilogue_row(&one, n, 0, 0, C, p, 0, s->Q, tile);
 }
 
-int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
-                         const pytpp_conv_shape *s, const void *x, const void *wpk, int64_t nr,
-                         int64_t bk, const void *bias, int act, void *out, int out_nchw,
-                         int nthreads)
+/* chain: every output one batch-reduce over all of its k in (r, s, c) order from zero (every
+ * channel in one block, no pixel rows, whose k chunks end one kernel call's sum and start
+ * another), under DAZ + FTZ with the epilogue: the widened bf16 forward */
+static int forward_impl(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
+                        const pytpp_conv_shape *s, const void *x, const void *wpk, int64_t nr,
+                        int64_t bk, const void *bias, int act, void *out, int out_nchw,
+                        int nthreads, int chain)
 {
     if (s->N <= 0 || s->P <= 0 || s->Q <= 0 || s->K <= 0) return 0;
     const int64_t esz = ew->dtype == PYTPP_EW_F64 ? 8 : 4;
@@ -181,7 +185,7 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
                    .kg = s->K / s->groups, .x = x, .wpk = wpk, .bias = bias, .out = out,
                    .act = act, .out_nchw = out_nchw};
     const int dw = pytpp_conv_is_depthwise(s->K, fp.cg, s->groups);
-    if (!dw && s->groups == 1 && s->C >= ROWS_MIN_C && s->K >= ROWS_MIN_K) {
+    if (!chain && !dw && s->groups == 1 && s->C >= ROWS_MIN_C && s->K >= ROWS_MIN_K) {
         if (!out_nchw)
             return pytpp_conv2d_forward_rows(gk, ew, s, x, wpk, nr, bk, bias, act, out, nthreads);
         /* NCHW out: the NHWC result, then one transpose (~1% of such a layer's time) */
@@ -204,7 +208,7 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
         fp.panel = s->R * s->S * fp.cg * fp.nr;
         /* channel block: one register block's weight panel (R*S*bc rows of nr columns) in L1 */
         fp.bc = imax(1, CONV_PANEL_BYTES / (s->R * s->S * fp.nr * esz));
-        if (fp.bc >= fp.cg) fp.bc = fp.cg;
+        if (fp.bc >= fp.cg || chain) fp.bc = fp.cg;
         else fp.bc = imax(imin(fp.cg, 32), fp.bc / 8 * 8);   /* k below 32 runs the kernel short */
         fp.bq = s->Q > CONV_LONG_ROW ? CONV_TILE_ROWS * 4 : s->Q;
         fp.nqb = cdiv(s->Q, fp.bq);
@@ -232,6 +236,7 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
     {
         int64_t t0, len;
         pytpp_thread_part(tasks, &t0, &len);
+        const unsigned csr = chain ? pytpp_ftz_enter() : 0;
         char *tile = malloc(tile_bytes + 64);
         const void **ptrs = malloc(2 * (size_t)(s->R * s->S + 1) * sizeof(void *));
         if (!tile || !ptrs) {
@@ -244,8 +249,39 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
         }
         free(tile);
         free(ptrs);
+        if (chain) pytpp_ftz_leave(csr);
     }
     return err ? -1 : 0;
+}
+
+int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *ew,
+                         const pytpp_conv_shape *s, const void *x, const void *wpk, int64_t nr,
+                         int64_t bk, const void *bias, int act, void *out, int out_nchw,
+                         int nthreads)
+{
+    return forward_impl(gk, ew, s, x, wpk, nr, bk, bias, act, out, out_nchw, nthreads, 0);
+}
+
+int pytpp_conv2d_forward_widened(const pytpp_gemm_kernels *gk32, const pytpp_ew_kernels *ew32,
+                                 const pytpp_conv_shape *s, const float *x, const float *wpk,
+                                 int64_t nr, int64_t bk, const float *bias, int act, void *out,
+                                 int out_bf16, int nthreads)
+{
+    const int64_t n = s->N * s->P * s->Q * s->K;
+    float *f32 = out_bf16 ? malloc((size_t)(n > 0 ? n : 1) * 4) : (float *)out;
+    if (!f32) return -1;
+    int err = forward_impl(gk32, ew32, s, x, wpk, nr, bk, bias, act, f32, 0, nthreads, 1);
+    if (!err && out_bf16) {
+        /* the emulated store: the epilogue left no denormal, so the native one's bits */
+        const int64_t rows = s->N * s->P, row = s->Q * s->K;
+        int nt = nthreads < 1 ? 1 : nthreads;
+        if (n < 65536) nt = 1;
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+        for (int64_t r = 0; r < rows; ++r)
+            ew32->store_cvt[PYTPP_EW_BF16](row, f32 + r * row, (char *)out + r * row * 2);
+    }
+    if (out_bf16) free(f32);
+    return err;
 }
 
 /* ---------------------------------------------------------------- backward by weights */

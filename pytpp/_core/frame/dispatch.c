@@ -114,14 +114,6 @@ const pytpp_pk_kernels *pytpp_bf16_select(int isa, uint32_t features, int which)
     return e->kt;
 }
 
-const pytpp_pk_kernels *pytpp_bf16_pairs_select(int isa, uint32_t features)
-{
-    const pytpp_pk_kernels *kt = pytpp_bf16_select(isa, features, PYTPP_BF16_AUTO);
-    if (kt && !kt->bf16_widened && kt->brd[0][0][0]) return kt;
-    /* the widened default of AVX2: its emulation on bf16 pairs, the same bits */
-    return pytpp_bf16_select(isa, features, PYTPP_BF16_AVX2);
-}
-
 const pytpp_pk_kernels *pytpp_bf16_rows_select(int isa, uint32_t features, int bt)
 {
     const pytpp_bf16_entry *n = &pytpp_bf16_kernels[PYTPP_BF16_NATIVE];

@@ -95,6 +95,16 @@ int pytpp_conv2d_forward_bf16(const pytpp_pk_kernels *bf, const pytpp_ew_kernels
                               const pytpp_conv_shape *s, const void *x, const void *wpk,
                               const float *bias, int act, void *out, int out_bf16,
                               int nthreads);
+/* The same bits where the level's bf16 table widens (AVX2: no direct kernels on bf16 pairs):
+ * the float32 engine on x (padded NHWC) and a weight packed by pytpp_conv_pack_weight, both
+ * widened from bf16 with C padded to even and each channel pair stored odd first, each output
+ * one float32 FMA chain over its k in the pairs' order from zero, under DAZ + FTZ (vdpbf16ps's
+ * sequence), bias (float32) and activation likewise. out (N, P, Q, K) float32, or bf16 with
+ * out_bf16. Returns 0, or -1 without memory. */
+int pytpp_conv2d_forward_widened(const pytpp_gemm_kernels *gk32, const pytpp_ew_kernels *ew32,
+                                 const pytpp_conv_shape *s, const float *x, const float *wpk,
+                                 int64_t nr, int64_t bk, const float *bias, int act, void *out,
+                                 int out_bf16, int nthreads);
 /* w (K, C, R, S) bf16 with element strides st (C may be odd: the pack's C is even) -> wpk of
  * pytpp_conv_bf16_packed_elems(K, C, R, S, nr) bf16 words. */
 int64_t pytpp_conv_bf16_packed_elems(int64_t K, int64_t C, int64_t R, int64_t S, int64_t nr);

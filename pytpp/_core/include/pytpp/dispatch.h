@@ -60,9 +60,6 @@ extern const pytpp_bf16_entry pytpp_bf16_kernels[PYTPP_BF16_NKERNELS];
 /* The bf16 kernel a call at level `isa` runs on a CPU with `features`: `which`, or for AUTO the
  * best that level has (native vdpbf16ps where present). NULL when `which` cannot run there. */
 const pytpp_pk_kernels *pytpp_bf16_select(int isa, uint32_t features, int which);
-/* The bf16 table with direct kernels on bf16 pairs (brd) a call at level `isa` runs: the AUTO
- * one, or where that widens (AVX2) the AVX2 emulation. */
-const pytpp_pk_kernels *pytpp_bf16_pairs_select(int isa, uint32_t features);
 /* The table whose bf16 products of rows (a few rows of x, B read as given, the same bits as
  * every bf16 kernel) a call at level `isa` runs: for w in torch's layout (`bt`, dot_bt) the
  * native AVX512_BF16 table where the CPU has it, else and for W as given (dot_bn) the widened
