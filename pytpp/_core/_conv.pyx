@@ -55,11 +55,11 @@ cdef extern from "pytpp/conv.h" nogil:
                                      const pytpp_conv_shape *s, const float *x,
                                      const float *wpk, int64_t nr, int64_t bk,
                                      const float *bias, int act, void *out, int out_bf16,
-                                     int nthreads)
+                                     int out_nchw, int nthreads)
     int pytpp_conv2d_forward_bf16(const pytpp_pk_kernels *bf, const pytpp_ew_kernels *ew32,
                                   const pytpp_conv_shape *s, const void *x, const void *wpk,
                                   const float *bias, int act, void *out, int out_bf16,
-                                  int nthreads)
+                                  int out_nchw, int nthreads)
 
 cdef extern from "pytpp/pool.h" nogil:
     ctypedef struct pytpp_pool_shape:
@@ -177,9 +177,9 @@ def bf16_pack(cnp.ndarray w, int64_t nr):
 
 
 def forward_bf16(cnp.ndarray xp, cnp.ndarray wpk, int64_t nr, int64_t bk, object bias,
-                 cnp.ndarray out, tuple geom, int act):
+                 cnp.ndarray out, tuple geom, int act, bint out_nchw):
     """bf16 forward, geom as forward's (one group; C even), bias float32 (K,) or None, out
-    (N, P, Q, K) C-contiguous float32 or bfloat16. On the bf16 table's direct kernels: xp padded
+    (N, P, Q, K), or (N, K, P, Q) with out_nchw, C-contiguous float32 or bfloat16. On the bf16 table's direct kernels: xp padded
     NHWC bfloat16, wpk from bf16_pack at nr = bf16_panel() (bk unused). Where that table widens
     (bf16_widened()): xp and wpk (pack_weight's, at nr, bk) float32, widened with each channel
     pair swapped, on the float32 engine: the same bits."""
@@ -202,9 +202,10 @@ def forward_bf16(cnp.ndarray xp, cnp.ndarray wpk, int64_t nr, int64_t bk, object
         if widened:
             err = pytpp_conv2d_forward_widened(gk, ew, &s, <const float *>px,
                                                <const float *>pw, nr, bk, pb, act, po,
-                                               out_bf16, nt)
+                                               out_bf16, out_nchw, nt)
         else:
-            err = pytpp_conv2d_forward_bf16(bf, ew, &s, px, pw, pb, act, po, out_bf16, nt)
+            err = pytpp_conv2d_forward_bf16(bf, ew, &s, px, pw, pb, act, po, out_bf16,
+                                            out_nchw, nt)
     if err:
         raise MemoryError("pytpp.nn.conv2d: no memory for the tiles")
 

@@ -396,18 +396,19 @@ def _bf16_engine(x_dt, w_dt, groups, algorithm):
 
 
 def _forward_bf16(x, w, b, act, fmt, dims, st, dl, pads, out):
-    """The bf16 engine (frame/conv_bf16.c): x in fmt -> result in fmt, C-contiguous, float32
-    when `out` is float32 (the sums never rounded to bf16), else bf16 (`out` itself when it can
-    take the result in place)."""
+    """The bf16 engine (frame/conv_bf16.c): x in fmt -> result in fmt (an NCHW one transposed
+    block by block as the engine finishes it), C-contiguous, float32 when `out` is float32 (the
+    sums never rounded to bf16), else bf16 (`out` itself when it can take the result in
+    place)."""
     N, C, H, W, K, R, S, P, Q = dims
     bf = _validate.BF16
     odt = np.dtype(np.float32) if out is not None and out.dtype == np.float32 else bf
     oshape = (N, K, P, Q) if fmt == "NCHW" else (N, P, Q, K)
     direct = (out is not None and out.dtype == odt and out.flags.c_contiguous
               and not np.may_share_memory(out, x))
-    res = out if direct and fmt == "NHWC" else np.empty((N, P, Q, K), odt)
+    res = out if direct else np.empty(oshape, odt)
     if res.size == 0:
-        return out if direct else np.empty(oshape, odt)
+        return res
     if x.size == 0 or C == 0:
         r = _bias_only(np.empty(oshape, np.float32), b, act, fmt, K)
         return r if odt == np.float32 else r.astype(bf)
@@ -419,12 +420,8 @@ def _forward_bf16(x, w, b, act, fmt, dims, st, dl, pads, out):
     wpk = w.packed_bf16() if isinstance(w, PackedConvWeight) else _pack_bf16(w)
     if _conv.bf16_widened():
         xp = _pairs_swapped_f32(xp)
-    _conv.forward_bf16(xp, *wpk, b32, res, geom, act)
-    if fmt == "NHWC":
-        return res
-    y = out if direct else np.empty(oshape, odt)
-    _conv.nhwc_to_nchw(res, y)
-    return y
+    _conv.forward_bf16(xp, *wpk, b32, res, geom, act, fmt == "NCHW")
+    return res
 
 
 def _bias_only(res, b, act, fmt, K):

@@ -68,6 +68,9 @@ CASES = [  # N, C, H, W, K, R, S, stride, padding, dilation
     (3, 2, 5, 31, 1, 2, 5, (1, 3), (0, 2), (2, 1)),
     (1, 200, 6, 6, 70, 3, 3, 1, 1, 1),      # k of 1800: two weight slices
     (1, 1100, 3, 3, 3, 3, 3, 1, 1, 1),      # k past three slices, K below one vector
+    (2, 6, 5, 30, 40, 3, 3, 1, 1, 1),       # rows of 30 pixels: taps, a kernel row per entry
+    (1, 5, 6, 40, 9, 3, 3, 1, 2, (1, 2)),   # taps with dilation: an entry per tap
+    (1, 3, 9, 60, 33, 7, 7, 2, 3, 1),       # a stem-like strided 7x7 on taps
 ]
 
 

@@ -265,14 +265,15 @@ int pytpp_conv2d_forward(const pytpp_gemm_kernels *gk, const pytpp_ew_kernels *e
 int pytpp_conv2d_forward_widened(const pytpp_gemm_kernels *gk32, const pytpp_ew_kernels *ew32,
                                  const pytpp_conv_shape *s, const float *x, const float *wpk,
                                  int64_t nr, int64_t bk, const float *bias, int act, void *out,
-                                 int out_bf16, int nthreads)
+                                 int out_bf16, int out_nchw, int nthreads)
 {
     const int64_t n = s->N * s->P * s->Q * s->K;
     float *f32 = out_bf16 ? malloc((size_t)(n > 0 ? n : 1) * 4) : (float *)out;
     if (!f32) return -1;
-    int err = forward_impl(gk32, ew32, s, x, wpk, nr, bk, bias, act, f32, 0, nthreads, 1);
+    int err = forward_impl(gk32, ew32, s, x, wpk, nr, bk, bias, act, f32, out_nchw, nthreads, 1);
     if (!err && out_bf16) {
-        /* the emulated store: the epilogue left no denormal, so the native one's bits */
+        /* the emulated store: the epilogue left no denormal, so the native one's bits (either
+         * layout: element by element) */
         const int64_t rows = s->N * s->P, row = s->Q * s->K;
         int nt = nthreads < 1 ? 1 : nthreads;
         if (n < 65536) nt = 1;
@@ -459,23 +460,6 @@ static int padded_row(char *dst, int64_t h, int64_t H, int64_t W, int64_t C, int
     return 1;
 }
 
-/* y (n x m, row stride ldy) = x (m x n, row stride ldx)^T, elements of esz bytes: 2 (bf16) on
- * the 16-bit network of the float32 table, where the level has one */
-static void transpose_elems(const pytpp_ew_kernels *ew, int64_t esz, int64_t m, int64_t n,
-                            const char *x, int64_t ldx, char *y, int64_t ldy)
-{
-    if (esz != 2) {
-        ew->transpose(m, n, x, ldx, y, ldy);
-    } else if (ew->transpose16) {
-        ew->transpose16(m, n, x, ldx, y, ldy);
-    } else {
-        const uint16_t *xs = (const uint16_t *)x;
-        uint16_t *ys = (uint16_t *)y;
-        for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < n; ++j) ys[j * ldy + i] = xs[i * ldx + j];
-    }
-}
-
 void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t esz, int64_t N, int64_t C,
                                  int64_t Cd, int64_t H, int64_t W, int64_t pt, int64_t pb,
                                  int64_t pl, int64_t pr, const void *x, void *y, int nthreads)
@@ -489,7 +473,7 @@ void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t esz, int64_
         char *dst = (char *)y + t * Wp * Cd * esz;
         if (!padded_row(dst, h, H, W, C, Cd, pl, pr, esz)) continue;
         /* the C x W slab of row h (row stride H*W) transposed into W pixels of Cd channels */
-        transpose_elems(ew, esz, C, W, (const char *)x + (n * C * H + h) * W * esz, H * W,
+        pytpp_conv_transpose(ew, esz, C, W, (const char *)x + (n * C * H + h) * W * esz, H * W,
                         dst + pl * Cd * esz, Cd);
     }
 }
@@ -532,7 +516,7 @@ void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t esz, int64_t N,
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
     for (int64_t t = 0; t < rows; ++t) {
         const int64_t n = t / H, h = t % H;
-        transpose_elems(ew, esz, W, C, (const char *)x + t * W * C * esz, C,
+        pytpp_conv_transpose(ew, esz, W, C, (const char *)x + t * W * C * esz, C,
                         (char *)y + (n * C * H + h) * W * esz, H * W);
     }
 }

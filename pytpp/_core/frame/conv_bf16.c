@@ -34,7 +34,8 @@ typedef struct bf16_plan {
     const char *x, *wpk;
     const float *bias;
     char *out;
-    int act, out_bf16;
+    int act, out_bf16, out_nchw;
+    int via_buf;        /* sums in the thread's buffer (bf16 or NCHW out), else in out itself */
     pytpp_ew_cvt_fn to_bf16;
 } bf16_plan;
 
@@ -66,29 +67,54 @@ void pytpp_conv_bf16_pack(int64_t K, int64_t C, int64_t R, int64_t S, int64_t nr
 /* bias, activation and the store of m finished pixels' columns [c0, c0 + nk): in place in a
  * float32 output, else from the thread's sums into bf16 */
 static void finish(const bf16_plan *fp, char *c, int64_t ldc, int64_t pix0, int64_t m, int64_t c0,
-                   int64_t nk)
+                   int64_t nk, char *tb)
 {
+    const pytpp_conv_shape *s = fp->s;
     pytpp_conv_epilogue(fp->ew, 4, m, nk, c, ldc, fp->bias ? (const char *)(fp->bias + c0) : NULL,
                         fp->act);
+    if (fp->out_nchw) {
+        /* the block's pixels image by image, transposed into their channel planes (from the
+         * bf16 rows in tb for a bf16 out) */
+        const char *src = c;
+        int64_t lds = ldc, esz = 4;
+        if (fp->out_bf16) {
+            for (int64_t i = 0; i < m; ++i) fp->to_bf16(nk, c + i * ldc * 4, tb + i * nk * 2);
+            src = tb, lds = nk, esz = 2;
+        }
+        const int64_t PQ = s->P * s->Q;
+        for (int64_t i = 0; i < m;) {
+            const int64_t pix = pix0 + i, n = pix / PQ, off = pix % PQ;
+            const int64_t len = imin(m - i, PQ - off);
+            pytpp_conv_transpose(fp->ew, esz, len, nk, src + i * lds * esz, lds,
+                                 fp->out + ((n * s->K + c0) * PQ + off) * esz, PQ);
+            i += len;
+        }
+        return;
+    }
     if (!fp->out_bf16) return;
-    char *o = fp->out + (pix0 * fp->s->K + c0) * 2;
-    if (ldc == nk && nk == fp->s->K)    /* all channels: one run (a call per pixel cost 4%) */
+    char *o = fp->out + (pix0 * s->K + c0) * 2;
+    if (ldc == nk && nk == s->K)    /* all channels: one run (a call per pixel cost 4%) */
         fp->to_bf16(m * nk, c, o);
     else
-        for (int64_t i = 0; i < m; ++i)
-            fp->to_bf16(nk, c + i * ldc * 4, o + i * fp->s->K * 2);
+        for (int64_t i = 0; i < m; ++i) fp->to_bf16(nk, c + i * ldc * 4, o + i * s->K * 2);
 }
 
 /* finish() on register-block row rb of `blocks` over m rows (pytpp_brd_panel's split), while
  * its sums are in L1 */
 static void finish_block(const bf16_plan *fp, char *c, int64_t ldc, int64_t pix0, int64_t m,
-                         int64_t rb, int64_t blocks, int64_t c0, int64_t nk)
+                         int64_t rb, int64_t blocks, int64_t c0, int64_t nk, char *tb)
 {
+    /* NCHW: the task's whole block at its last row (channel rows of 12 pixels, 24 bytes
+     * scattered a plane apart, made the transposed store the slowest part) */
+    if (fp->out_nchw) {
+        if (rb == blocks - 1) finish(fp, c, ldc, pix0, m, c0, nk, tb);
+        return;
+    }
     const int64_t i0 = m * rb / blocks, rows = m * (rb + 1) / blocks - i0;
-    finish(fp, c + i0 * ldc * 4, ldc, pix0 + i0, rows, c0, nk);
+    finish(fp, c + i0 * ldc * 4, ldc, pix0 + i0, rows, c0, nk, tb);
 }
 
-static void bf16_task(const bf16_plan *fp, int64_t t, char *abuf, float *cbuf)
+static void bf16_task(const bf16_plan *fp, int64_t t, char *abuf, float *cbuf, char *tb)
 {
     const pytpp_conv_shape *s = fp->s;
     const pytpp_pk_kernels *bf = fp->bf;
@@ -99,8 +125,8 @@ static void bf16_task(const bf16_plan *fp, int64_t t, char *abuf, float *cbuf)
     const int64_t j0 = kg * fp->b.kb_per_task, j1 = imin(fp->npan, j0 + fp->b.kb_per_task);
     const int64_t c0 = j0 * nr, nk = imin(K, j1 * nr) - c0;
     /* the sums: a float32 output's own rows, else the thread's buffer */
-    char *c = fp->out_bf16 ? (char *)cbuf : fp->out + (pix0 * K + c0) * 4;
-    const int64_t ldc = fp->out_bf16 ? fp->ldcb : K;
+    char *c = fp->via_buf ? (char *)cbuf : fp->out + (pix0 * K + c0) * 4;
+    const int64_t ldc = fp->via_buf ? fp->ldcb : K;
     const int64_t blocks = pytpp_brd_blocks(m, bf->mr_main);
     for (int64_t kk = 0; kk < fp->nkc; ++kk) {
         const int64_t k0 = kk * fp->kc, kn = imin(fp->kc, fp->rsc - k0);
@@ -120,7 +146,7 @@ static void bf16_task(const bf16_plan *fp, int64_t t, char *abuf, float *cbuf)
                                 c + (j - j0) * nr * 4, ldc, kk > 0, NULL);
             }
             if (kk == fp->nkc - 1)
-                finish_block(fp, c, ldc, pix0, m, rb, blocks, c0, nk);
+                finish_block(fp, c, ldc, pix0, m, rb, blocks, c0, nk, tb);
         }
     }
 }
@@ -129,7 +155,7 @@ static void bf16_task(const bf16_plan *fp, int64_t t, char *abuf, float *cbuf)
  * kernel rows (unit dilation: a row's S taps are one k run of S*C in the image and in the
  * panel) or over every tap, A the image rows themselves at the stride's pixel step. */
 static void taps_task(const bf16_plan *fp, int64_t t, const char **ap, const char **bp,
-                      float *cbuf)
+                      float *cbuf, char *tb)
 {
     const pytpp_conv_shape *s = fp->s;
     const pytpp_pk_kernels *bf = fp->bf;
@@ -137,8 +163,8 @@ static void taps_task(const bf16_plan *fp, int64_t t, const char **ap, const cha
     const int64_t kg = t % fp->kgroups, row = t / fp->kgroups, n = row / s->P, p = row % s->P;
     const int64_t j0 = kg * fp->pan_per_task, j1 = imin(fp->npan, j0 + fp->pan_per_task);
     const int64_t c0 = j0 * nr, nk = imin(K, j1 * nr) - c0, pix0 = row * Q;
-    char *c = fp->out_bf16 ? (char *)cbuf : fp->out + (pix0 * K + c0) * 4;
-    const int64_t ldc = fp->out_bf16 ? fp->ldcb : K;
+    char *c = fp->via_buf ? (char *)cbuf : fp->out + (pix0 * K + c0) * 4;
+    const int64_t ldc = fp->via_buf ? fp->ldcb : K;
     const int fold = s->dw == 1;
     const int64_t nb = fold ? s->R : s->R * s->S, ks = fold ? s->S * C / 2 : C / 2;
     const char *img = fp->x + ((n * s->H + p * s->sh) * s->W) * C * 2;
@@ -155,19 +181,20 @@ static void taps_task(const bf16_plan *fp, int64_t t, const char **ap, const cha
                             rb + 1, ks, nb, ap, s->sw * C * 2, bp, 4, nr * 4,
                             c + (j - j0) * nr * 4, ldc, 0, NULL);
         }
-        finish_block(fp, c, ldc, pix0, Q, rb, blocks, c0, nk);
+        finish_block(fp, c, ldc, pix0, Q, rb, blocks, c0, nk, tb);
     }
 }
 
 int pytpp_conv2d_forward_bf16(const pytpp_pk_kernels *bf, const pytpp_ew_kernels *ew32,
                               const pytpp_conv_shape *s, const void *x, const void *wpk,
                               const float *bias, int act, void *out, int out_bf16,
-                              int nthreads)
+                              int out_nchw, int nthreads)
 {
     const int64_t M = s->N * s->P * s->Q;
     if (M <= 0 || s->K <= 0) return 0;
     bf16_plan fp = {.bf = bf, .ew = ew32, .s = s, .x = x, .wpk = wpk, .bias = bias,
-                    .out = out, .act = act, .out_bf16 = out_bf16};
+                    .out = out, .act = act, .out_bf16 = out_bf16, .out_nchw = out_nchw,
+                    .via_buf = out_bf16 || out_nchw};
     fp.to_bf16 = bf->to_bf16 ? bf->to_bf16 : ew32->store_cvt[PYTPP_EW_BF16];
     fp.nr = (int64_t)bf->vl * bf->nv_main;
     fp.npan = cdiv(s->K, fp.nr);
@@ -209,16 +236,20 @@ int pytpp_conv2d_forward_bf16(const pytpp_pk_kernels *bf, const pytpp_ew_kernels
         const unsigned csr = pytpp_ftz_enter();
         const int copies = !fp.in_place && !fp.taps;
         char *abuf = copies ? malloc((size_t)(fp.b.mc * fp.lda * 2) + 64) : NULL;
-        float *cbuf = out_bf16 ? malloc((size_t)(rows * fp.ldcb * 4) + 64) : NULL;
+        float *cbuf = fp.via_buf ? malloc((size_t)(rows * fp.ldcb * 4) + 64) : NULL;
+        char *tb = out_bf16 && out_nchw ? malloc((size_t)(rows * fp.ldcb * 2) + 64) : NULL;
         const char **ptrs = fp.taps ? malloc(2 * (size_t)nptr * sizeof(char *)) : NULL;
-        if ((copies && !abuf) || (out_bf16 && !cbuf) || (fp.taps && !ptrs))
+        if ((copies && !abuf) || (fp.via_buf && !cbuf) || (out_bf16 && out_nchw && !tb) ||
+            (fp.taps && !ptrs))
             err |= 1;
         else if (fp.taps)
-            for (int64_t t = t0; t < t0 + len; ++t) taps_task(&fp, t, ptrs, ptrs + nptr, cbuf);
+            for (int64_t t = t0; t < t0 + len; ++t)
+                taps_task(&fp, t, ptrs, ptrs + nptr, cbuf, tb);
         else
-            for (int64_t t = t0; t < t0 + len; ++t) bf16_task(&fp, t, abuf, cbuf);
+            for (int64_t t = t0; t < t0 + len; ++t) bf16_task(&fp, t, abuf, cbuf, tb);
         free(abuf);
         free(cbuf);
+        free(tb);
         free(ptrs);
         pytpp_ftz_leave(csr);
     }

@@ -1,6 +1,7 @@
 /* What every convolution path runs (conv.h): the register-block sweep (pytpp_conv_sweep: a row
- * of near-equal register blocks down m rows for each chunk of one register block's columns) and
- * the bias + activation epilogue on output rows (pytpp_conv_epilogue). */
+ * of near-equal register blocks down m rows for each chunk of one register block's columns),
+ * the bias + activation epilogue on output rows (pytpp_conv_epilogue) and the transpose of
+ * elements of any width (pytpp_conv_transpose). */
 #include "pytpp/conv.h"
 #include "pytpp/partition.h"
 
@@ -36,5 +37,20 @@ void pytpp_conv_epilogue(const pytpp_ew_kernels *ew, int64_t esz, int64_t m, int
         if (bias) ew->binary[PYTPP_EW_ADD](n, r, bias, r, 0);
         if (act == PYTPP_CONV_ACT_RELU) ew->unary[PYTPP_EW_RELU](n, r, r);
         else if (act == PYTPP_CONV_ACT_GELU) ew->unary[PYTPP_EW_GELU](n, r, r);
+    }
+}
+
+void pytpp_conv_transpose(const pytpp_ew_kernels *ew, int64_t esz, int64_t m, int64_t n,
+                          const void *x, int64_t ldx, void *y, int64_t ldy)
+{
+    if (esz != 2) {
+        ew->transpose(m, n, x, ldx, y, ldy);
+    } else if (ew->transpose16) {
+        ew->transpose16(m, n, x, ldx, y, ldy);
+    } else {
+        const uint16_t *xs = (const uint16_t *)x;
+        uint16_t *ys = (uint16_t *)y;
+        for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) ys[j * ldy + i] = xs[i * ldx + j];
     }
 }

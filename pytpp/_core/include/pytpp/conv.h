@@ -87,24 +87,24 @@ void pytpp_conv_copy_windows(const pytpp_conv_shape *s, const char *x, int64_t e
 /* bf16 forward on packed pixel rows (conv_bf16.c): out = act(conv(x, w) + bias), one group.
  * x: padded NHWC bf16 with C even (an odd C is padded with a zero channel); wpk: the weight as
  * ceil(K / nr) panels of nr = bf->vl * bf->nv_main columns, each (R, S, C/2, nr, 2) (VNNI pairs
- * of channels, zero past K; pytpp_conv_bf16_pack); bias: K float32 or NULL; out: (N, P, Q, K),
- * float32 or, with out_bf16, bf16 rounded to nearest even. Every output is one vdpbf16ps chain
+ * of channels, zero past K; pytpp_conv_bf16_pack); bias: K float32 or NULL; out: (N, P, Q, K)
+ * or with out_nchw (N, K, P, Q) (each block transposed as it is finished), float32 or, with
+ * out_bf16, bf16 rounded to nearest even. Every output is one vdpbf16ps chain
  * over its window in (r, s, c) order (the bits of pytpp.matmul on the im2col matrix) on every
  * level whose bf16 table has direct kernels (bf->brd). Returns 0, or -1 without memory. */
 int pytpp_conv2d_forward_bf16(const pytpp_pk_kernels *bf, const pytpp_ew_kernels *ew32,
                               const pytpp_conv_shape *s, const void *x, const void *wpk,
                               const float *bias, int act, void *out, int out_bf16,
-                              int nthreads);
+                              int out_nchw, int nthreads);
 /* The same bits where the level's bf16 table widens (AVX2: no direct kernels on bf16 pairs):
  * the float32 engine on x (padded NHWC) and a weight packed by pytpp_conv_pack_weight, both
  * widened from bf16 with C padded to even and each channel pair stored odd first, each output
  * one float32 FMA chain over its k in the pairs' order from zero, under DAZ + FTZ (vdpbf16ps's
- * sequence), bias (float32) and activation likewise. out (N, P, Q, K) float32, or bf16 with
- * out_bf16. Returns 0, or -1 without memory. */
+ * sequence), bias (float32) and activation likewise. out as pytpp_conv2d_forward_bf16's. Returns 0, or -1 without memory. */
 int pytpp_conv2d_forward_widened(const pytpp_gemm_kernels *gk32, const pytpp_ew_kernels *ew32,
                                  const pytpp_conv_shape *s, const float *x, const float *wpk,
                                  int64_t nr, int64_t bk, const float *bias, int act, void *out,
-                                 int out_bf16, int nthreads);
+                                 int out_bf16, int out_nchw, int nthreads);
 /* w (K, C, R, S) bf16 with element strides st (C may be odd: the pack's C is even) -> wpk of
  * pytpp_conv_bf16_packed_elems(K, C, R, S, nr) bf16 words. */
 int64_t pytpp_conv_bf16_packed_elems(int64_t K, int64_t C, int64_t R, int64_t S, int64_t nr);
@@ -124,6 +124,11 @@ void pytpp_conv_sweep(const pytpp_gemm_kernels *gk, int64_t esz, int64_t m, int6
  * bytes each); bias may be NULL, act an enum pytpp_conv_act. */
 void pytpp_conv_epilogue(const pytpp_ew_kernels *ew, int64_t esz, int64_t m, int64_t n,
                          char *rows, int64_t ld, const char *bias, int act);
+/* y (n x m, row stride ldy) = x (m x n, row stride ldx)^T, elements of esz bytes: 8 or 4 on
+ * ew's own transpose, 2 (bf16) on the 16-bit network of a float32 table (a loop where the level
+ * has none). */
+void pytpp_conv_transpose(const pytpp_ew_kernels *ew, int64_t esz, int64_t m, int64_t n,
+                          const void *x, int64_t ldx, void *y, int64_t ldy);
 
 /* gw (K, C/groups, R, S) = the weight gradient: sum over n, p, q of
  * x[n, p*sh + r*dh, q*sw + s*dw, c] * go[n, p, q, k]; x padded NHWC, go (N, P, go_w, K) with
