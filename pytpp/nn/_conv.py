@@ -412,6 +412,10 @@ def _forward_bf16(x, w, b, act, fmt, dims, st, dl, pads, out):
     if x.size == 0 or C == 0:
         r = _bias_only(np.empty(oshape, np.float32), b, act, fmt, K)
         return r if odt == np.float32 else r.astype(bf)
+    if fmt == "NCHW" and R == S == 1 and not any(pads) and st != (1, 1):
+        # a strided 1x1 layer reads a quarter of an NCHW x: only that is transposed
+        x = x[:, :, ::st[0], ::st[1]][:, :, :P, :Q]
+        st = (1, 1)
     # whole channel pairs: an odd C (the stem's 3) gains a zero channel
     xp = _to_padded_nhwc(x, fmt, pads, bf, C + C % 2)
     C += C % 2
