@@ -71,6 +71,8 @@ CASES = [  # N, C, H, W, K, R, S, stride, padding, dilation
     (2, 6, 5, 30, 40, 3, 3, 1, 1, 1),       # rows of 30 pixels: taps, a kernel row per entry
     (1, 5, 6, 40, 9, 3, 3, 1, 2, (1, 2)),   # taps with dilation: an entry per tap
     (1, 3, 9, 60, 33, 7, 7, 2, 3, 1),       # a stem-like strided 7x7 on taps
+    (1, 256, 4, 4, 300, 3, 3, 1, 1, 1),     # pixel rows, weight slices past L2: panels outer
+    (1, 256, 3, 26, 300, 3, 3, 1, 1, 1),    # taps likewise
 ]
 
 

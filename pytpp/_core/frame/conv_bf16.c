@@ -31,6 +31,14 @@
  * +3%. */
 #define BF16_PREFETCH_BYTES (1 << 20)
 
+/* A task finishes each register-block row (bias, activation, store) right after computing it,
+ * while its sums are in L1, when the weight slices of all its panels fit in this much of L2
+ * (all are read again for every row); else each slice is read once across all rows and the
+ * block finished at the end. Zen 5, one core, N = 1, L2 flushed between calls, GFLOP/s rows
+ * outer / this rule: C512 14x14/2 3x3 445 / 472, C1024 14x14 -> K2048 /2 458 / 482, C512 7x7
+ * 3x3 485 / 493; layers under the bound unchanged. */
+#define BF16_ROWS_OUTER_BYTES (512 * 1024)
+
 typedef struct bf16_plan {
     const pytpp_pk_kernels *bf;
     const pytpp_ew_kernels *ew;
@@ -149,6 +157,9 @@ static void bf16_task(const bf16_plan *fp, int64_t t, char *abuf, float *cbuf, c
         } else {
             pytpp_conv_copy_windows(s, fp->x, 2, pix0, m, k0, kn, fp->lda, abuf);
         }
+        /* register-block rows outer (each finished while in L1) when the slices of the
+         * task's panels stay in L2 for all of them; else panels outer, each slice read once */
+        const int rows_outer = (kn / 2) * nr * 4 * (j1 - j0) <= BF16_ROWS_OUTER_BYTES;
         for (int64_t rb = 0; rb < blocks; ++rb) {
             if (fp->prefetch) {   /* the next register-block row's pixels */
                 const int64_t i0 = m * rb / blocks, i1 = m * (rb + 1) / blocks;
@@ -158,13 +169,15 @@ static void bf16_task(const bf16_plan *fp, int64_t t, char *abuf, float *cbuf, c
             }
             for (int64_t j = j0; j < j1; ++j) {
                 const char *b = fp->wpk + (j * fp->rsc + k0) * nr * 2;
-                pytpp_brd_panel(&bf->brd, bf->mr_main, nr, vl, m, imin(nr, K - j * nr), 0, rb,
-                                rb + 1, kn / 2, 1, &a, lda, &b, 4, nr * 4,
-                                c + (j - j0) * nr * 4, ldc, kk > 0, NULL);
+                pytpp_brd_panel(&bf->brd, bf->mr_main, nr, vl, m, imin(nr, K - j * nr), 0,
+                                rows_outer ? rb : 0, rows_outer ? rb + 1 : blocks, kn / 2, 1,
+                                &a, lda, &b, 4, nr * 4, c + (j - j0) * nr * 4, ldc, kk > 0, NULL);
             }
+            if (!rows_outer) break;
             if (kk == fp->nkc - 1)
                 finish_block(fp, c, ldc, pix0, m, rb, blocks, c0, nk, tb);
         }
+        if (!rows_outer && kk == fp->nkc - 1) finish(fp, c, ldc, pix0, m, c0, nk, tb);
     }
 }
 
@@ -190,16 +203,19 @@ static void taps_task(const bf16_plan *fp, int64_t t, const char **ap, const cha
         ap[e] = img + (r * s->dh * s->W + u * s->dw) * C * 2;
     }
     const int64_t blocks = pytpp_brd_blocks(Q, bf->mr_main);
+    const int rows_outer = fp->rsc / 2 * nr * 4 * (j1 - j0) <= BF16_ROWS_OUTER_BYTES;
     for (int64_t rb = 0; rb < blocks; ++rb) {
         for (int64_t j = j0; j < j1; ++j) {
             for (int64_t e = 0; e < nb; ++e)
                 bp[e] = fp->wpk + (j * fp->rsc + e * ks * 2) * nr * 2;
-            pytpp_brd_panel(&bf->brd, bf->mr_main, nr, bf->vl, Q, imin(nr, K - j * nr), 0, rb,
-                            rb + 1, ks, nb, ap, s->sw * C * 2, bp, 4, nr * 4,
-                            c + (j - j0) * nr * 4, ldc, 0, NULL);
+            pytpp_brd_panel(&bf->brd, bf->mr_main, nr, bf->vl, Q, imin(nr, K - j * nr), 0,
+                            rows_outer ? rb : 0, rows_outer ? rb + 1 : blocks, ks, nb, ap,
+                            s->sw * C * 2, bp, 4, nr * 4, c + (j - j0) * nr * 4, ldc, 0, NULL);
         }
+        if (!rows_outer) break;
         finish_block(fp, c, ldc, pix0, Q, rb, blocks, c0, nk, tb);
     }
+    if (!rows_outer) finish(fp, c, ldc, pix0, Q, c0, nk, tb);
 }
 
 int pytpp_conv2d_forward_bf16(const pytpp_pk_kernels *bf, const pytpp_ew_kernels *ew32,
