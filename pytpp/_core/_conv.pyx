@@ -1,11 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Glue of the BRGEMM convolutions (pytpp/_core/include/pytpp/conv.h): pointers in, C engine
 out, GIL released. The caller (pytpp.nn._conv) validated everything: arrays C-contiguous (the
-NHWC source of nhwc_pad only needs unit channel stride), float32 or float64, one dtype per call,
-shapes consistent."""
+NHWC source of nhwc_pad only needs unit channel stride), float32 or float64 (the bf16 entries
+and layout transforms: bfloat16 as each says), one dtype per call, shapes consistent."""
 cimport numpy as cnp
-from libc.stdint cimport int64_t
-from libc.stdint cimport uint16_t
+from libc.stdint cimport int64_t, uint16_t
 from pytpp._core._runtime cimport num_threads, active_isa, level, cache_info, features
 from pytpp._core.cengine cimport (PYTPP_F64, PYTPP_F32, PYTPP_BATCH_STRIDE, pytpp_gemm_kernels,
                                   pytpp_gemm_desc, pytpp_batch, pytpp_brgemm_many)
@@ -37,11 +36,11 @@ cdef extern from "pytpp/conv.h" nogil:
                                      int64_t C, int64_t Cd,
                                      int64_t H, int64_t W, int64_t pt, int64_t pb, int64_t pl,
                                      int64_t pr, const void *x, void *y, int nthreads)
-    void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t Cd, int64_t H, int64_t W,
-                             int64_t sn, int64_t sh, int64_t sw, int64_t pt, int64_t pb,
+    void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t Cd, int64_t H,
+                             int64_t W, int64_t sn, int64_t sh, int64_t sw, int64_t pt, int64_t pb,
                              int64_t pl, int64_t pr, const void *x, void *y, int nthreads)
-    void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t esz, int64_t N, int64_t C, int64_t H,
-                                 int64_t W, const void *x, void *y, int nthreads)
+    void pytpp_conv_nhwc_to_nchw(const pytpp_ew_kernels *ew, int64_t esz, int64_t N, int64_t C,
+                                 int64_t H, int64_t W, const void *x, void *y, int nthreads)
     void pytpp_conv_col2im_nhwc(int64_t esz, int64_t N, int64_t H, int64_t W, int64_t C,
                                 int64_t p0, int64_t P, int64_t Q, int64_t R, int64_t S,
                                 int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt,
@@ -51,8 +50,9 @@ cdef extern from "pytpp/conv.h" nogil:
                                          int64_t nr)
     void pytpp_conv_bf16_pack(int64_t K, int64_t C, int64_t R, int64_t S, int64_t nr,
                               const uint16_t *w, const int64_t *st, uint16_t *wpk)
-    int pytpp_conv2d_forward_widened(const pytpp_gemm_kernels *gk32, const pytpp_ew_kernels *ew32,
-                                     const pytpp_conv_shape *s, const float *x,
+    int pytpp_conv2d_forward_widened(const pytpp_gemm_kernels *gk32,
+                                     const pytpp_ew_kernels *ew32, const pytpp_conv_shape *s,
+                                     const float *x,
                                      const float *wpk, int64_t nr, int64_t bk,
                                      const float *bias, int act, void *out, int out_bf16,
                                      int out_nchw, int nthreads)
@@ -179,10 +179,10 @@ def bf16_pack(cnp.ndarray w, int64_t nr):
 def forward_bf16(cnp.ndarray xp, cnp.ndarray wpk, int64_t nr, int64_t bk, object bias,
                  cnp.ndarray out, tuple geom, int act, bint out_nchw):
     """bf16 forward, geom as forward's (one group; C even), bias float32 (K,) or None, out
-    (N, P, Q, K), or (N, K, P, Q) with out_nchw, C-contiguous float32 or bfloat16. On the bf16 table's direct kernels: xp padded
-    NHWC bfloat16, wpk from bf16_pack at nr = bf16_panel() (bk unused). Where that table widens
-    (bf16_widened()): xp and wpk (pack_weight's, at nr, bk) float32, widened with each channel
-    pair swapped, on the float32 engine: the same bits."""
+    (N, P, Q, K), or (N, K, P, Q) with out_nchw, C-contiguous float32 or bfloat16. On the bf16
+    table's direct kernels: xp padded NHWC bfloat16, wpk from bf16_pack at nr = bf16_panel() (bk
+    unused). Where that table widens (bf16_widened()): xp and wpk (pack_weight's, at nr, bk)
+    float32, widened with each channel pair swapped, on the float32 engine: the same bits."""
     cdef pytpp_conv_shape s = _shape(geom)
     cdef int isa = active_isa()
     cdef const pytpp_pk_kernels *bf = _bf16_table()

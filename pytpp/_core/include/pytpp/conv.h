@@ -100,7 +100,8 @@ int pytpp_conv2d_forward_bf16(const pytpp_pk_kernels *bf, const pytpp_ew_kernels
  * the float32 engine on x (padded NHWC) and a weight packed by pytpp_conv_pack_weight, both
  * widened from bf16 with C padded to even and each channel pair stored odd first, each output
  * one float32 FMA chain over its k in the pairs' order from zero, under DAZ + FTZ (vdpbf16ps's
- * sequence), bias (float32) and activation likewise. out as pytpp_conv2d_forward_bf16's. Returns 0, or -1 without memory. */
+ * sequence), bias (float32) and activation likewise. out as pytpp_conv2d_forward_bf16's.
+ * Returns 0, or -1 without memory. */
 int pytpp_conv2d_forward_widened(const pytpp_gemm_kernels *gk32, const pytpp_ew_kernels *ew32,
                                  const pytpp_conv_shape *s, const float *x, const float *wpk,
                                  int64_t nr, int64_t bk, const float *bias, int act, void *out,
