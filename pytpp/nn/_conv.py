@@ -616,7 +616,9 @@ def conv2d_backward_data(grad_out: ArrayLike, w: "ArrayLike | PackedConvWeight",
     """The gradient of :func:`conv2d` with respect to its input: per stride phase (the input
     pixels congruent modulo the stride), a stride-1 convolution of the output gradient with the
     flipped, channel-swapped taps that reach that phase, on the same BRGEMM engine (1x1 layers:
-    one GEMM).
+    one GEMM). bfloat16 grad_out and w at stride 1 on one group run conv2d's bf16 engine (each
+    element one ``vdpbf16ps`` chain over its taps in (r, s, k) order of the flipped kernel);
+    other bfloat16 inputs compute in float32 and round once.
 
     Parameters
     ----------
@@ -661,6 +663,15 @@ def conv2d_backward_data(grad_out: ArrayLike, w: "ArrayLike | PackedConvWeight",
     if R == S == 1 and groups == 1:
         _pointwise_backward_data(go, wa, res, st, pads, fmt, cdt)
         return res if res.dtype == res_dt else res.astype(res_dt)
+    bpads = _full_correlation_pads(R, S, dl, pads)
+    if (_bf16_engine(go.dtype, w_dt, groups, "brgemm") and st == (1, 1) and min(bpads) >= 0
+            and C > COL2IM_MAX_VECTOR_FRACTION * _runtime.vector_width(False)
+            and N * H * W >= BF16_BACKWARD_MIN_PIXELS):
+        # stride 1: the forward bf16 engine on grad_out with the flipped, channel-swapped
+        # weight (C, K, R, S), bordered so that every tap reaching an input pixel is summed
+        wf = np.asarray(wa).transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]   # packed in place
+        return _forward_bf16(go, wf, None, 0, fmt, (N, K, P, Q, C, R, S, H, W), st, dl, bpads,
+                             None)
     if groups == 1 and C <= COL2IM_MAX_VECTOR_FRACTION * _runtime.vector_width(
             cdt == np.float64):
         _col2im_backward_data(go, wa, res, st, dl, pads, fmt, cdt)
@@ -718,6 +729,24 @@ def conv2d_backward_data(grad_out: ArrayLike, w: "ArrayLike | PackedConvWeight",
             else:
                 res[:, a::st[0], b_::st[1], :] = part
     return res if res.dtype == res_dt else res.astype(res_dt)
+
+
+# bf16 backward by data runs the bf16 engine from this many input pixels: below, packing the
+# flipped weight in bf16 pairs (a scalar transpose, ~0.5 ns per element against the float32
+# path's vector one) costs more than the faster products save. One Zen 5 core, 3x3, K = C,
+# GFLOP/s bf16 engine / float32 path (torch bf16): C512 7x7 N = 1 (49 pixels) 114 / 149 (129);
+# C256 14x14 N = 1 (196) 274 / 215 (291); N = 8: C512 7x7 331 / 224 (373), C128 28x28 481 /
+# 239 (464), C64 56x56 469 / 240 (425).
+BF16_BACKWARD_MIN_PIXELS = 64
+
+
+def _full_correlation_pads(R, S, dl, pads):
+    """The border of grad_out (top, bottom, left, right) under which a stride-1 correlation
+    with the flipped kernel gives grad_x: the kernel's extent minus the forward padding (a
+    negative entry: the forward padding exceeded the extent)."""
+    eh, ew = dl[0] * (R - 1), dl[1] * (S - 1)
+    pt, pb, pl, pr = pads
+    return eh - pt, eh - pb, ew - pl, ew - pr
 
 
 # Input channels, as a fraction of a vector, up to which the backward by data runs as GEMMs

@@ -14,7 +14,7 @@ add what test_conv.py states (gelu's Lipschitz constant 1.13, half a bf16 ulp: 2
 import ml_dtypes
 import numpy as np
 import pytest
-from conv_reference import conv2d_ref, gelu_ref, kernel_geometry, pads_of
+from conv_reference import conv2d_backward_ref, conv2d_ref, gelu_ref, kernel_geometry, pads_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -199,3 +199,54 @@ def test_denormal_results_flush_to_zero_on_every_level():
         np.testing.assert_array_equal(y32[0, 1], np.float32(1.0 + 2.0 ** -120))
         np.testing.assert_array_equal(yb.view(np.uint16)[0, 0], 0)
         np.testing.assert_array_equal(yb.astype(np.float32)[0, 1], 1.0)
+
+
+BACKWARD_CASES = [  # N, C, H, W, K, R, S, padding, dilation
+    (2, 16, 9, 11, 12, 3, 3, 1, 1),
+    (1, 33, 7, 30, 17, 3, 3, 0, 1),         # odd K (the engine's input channels), taps rows
+    (1, 20, 10, 12, 9, 5, 3, (2, 1), (1, 2)),
+    (2, 24, 6, 6, 40, 3, 3, "same", 1),
+]
+
+
+@pytest.mark.parametrize("case", BACKWARD_CASES)
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_backward_data_at_stride_1_is_the_flipped_forward(isa, rng, case, fmt):
+    """bf16 grad_out and w at stride 1: the forward engine on grad_out (bordered by the kernel
+    extent minus the padding) with the flipped, channel-swapped weight, bit for bit; within the
+    bf16 bound of the float64 gradient."""
+    N, C, H, W, K, R, S, padding, dil = case
+    dl2 = tuple(np.broadcast_to(dil, 2))
+    pt, pb, pl, pr = pads_of(padding, R, S, dl2, (1, 1))
+    P = H + pt + pb - dl2[0] * (R - 1)
+    Q = W + pl + pr - dl2[1] * (S - 1)
+    go = rng.standard_normal((N, K, P, Q)).astype(BF16)
+    w = rng.standard_normal((K, C, R, S)).astype(BF16)
+    ishape = (N, C, H, W) if fmt == "NCHW" else (N, H, W, C)
+    gx = pytpp.nn.conv2d_backward_data(to_fmt(go, fmt), w, ishape, 1, padding, dil,
+                                       data_format=fmt)
+    assert gx.dtype == BF16 and gx.shape == ishape
+    wf = np.ascontiguousarray(w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
+    eh, ew = dl2[0] * (R - 1), dl2[1] * (S - 1)
+    want = im2col_product(go, wf, (1, 1), (eh - pt, eh - pb, ew - pl, ew - pr), dl2)
+    np.testing.assert_array_equal(from_fmt(gx, fmt).view(np.uint16),
+                                  want.astype(BF16).view(np.uint16))
+    ref, _, _ = conv2d_backward_ref(go, np.zeros((N, C, H, W)), w, (1, 1), (pt, pb, pl, pr),
+                                    dl2, 1)
+    absref, _, _ = conv2d_backward_ref(go, np.zeros((N, C, H, W)), w, (1, 1),
+                                       (pt, pb, pl, pr), dl2, 1, absolute=True)
+    tol = (K * R * S + 2) * EPS32 * absref
+    tol += 2.0 ** -8 * (np.abs(ref) + tol) + 1e-300
+    assert (np.abs(from_fmt(gx, fmt).astype(np.float64) - ref) <= tol).all()
+
+
+def test_backward_data_below_the_pixel_floor_rounds_the_float32_gradient(rng):
+    """Fewer input pixels than BF16_BACKWARD_MIN_PIXELS: the float32 path, rounded once."""
+    from pytpp.nn._conv import BF16_BACKWARD_MIN_PIXELS
+    H = W = int(BF16_BACKWARD_MIN_PIXELS ** 0.5) - 1
+    go = rng.standard_normal((1, 24, H, W)).astype(BF16)
+    w = rng.standard_normal((24, 20, 3, 3)).astype(BF16)
+    gx = pytpp.nn.conv2d_backward_data(go, w, (1, 20, H, W), 1, 1)
+    g32 = pytpp.nn.conv2d_backward_data(go.astype(np.float32), w.astype(np.float32),
+                                        (1, 20, H, W), 1, 1)
+    np.testing.assert_array_equal(gx.view(np.uint16), g32.astype(BF16).view(np.uint16))

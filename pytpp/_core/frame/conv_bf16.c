@@ -66,21 +66,27 @@ int64_t pytpp_conv_bf16_packed_elems(int64_t K, int64_t C, int64_t R, int64_t S,
 void pytpp_conv_bf16_pack(int64_t K, int64_t C, int64_t R, int64_t S, int64_t nr,
                           const uint16_t *w, const int64_t *st, uint16_t *wpk)
 {
-    const int64_t Ce = C + (C & 1), npan = cdiv(K, nr);
-    for (int64_t j = 0; j < npan; ++j)
-        for (int64_t r = 0; r < R; ++r)
-            for (int64_t u = 0; u < S; ++u)
-                for (int64_t c = 0; c < Ce; ++c) {
-                    /* pair row (r, u, c / 2) of panel j, lane c % 2 of each column */
-                    uint16_t *d = wpk + ((j * R * S + r * S + u) * Ce + (c & ~(int64_t)1)) * nr
-                                  + (c & 1);
-                    for (int64_t i = 0; i < nr; ++i) {
-                        const int64_t k = j * nr + i;
-                        d[2 * i] = k < K && c < C
-                                       ? w[k * st[0] + c * st[1] + r * st[2] + u * st[3]]
-                                       : 0;
+    const int64_t Ce = C + (C & 1), cb = 16, tap = Ce * nr;
+    /* per panel and block of 16 channels: each output channel's (c, r, s) elements in source
+     * order (a run of taps for torch's layout and for the backward's flipped view) to their pair
+     * slots, which for the block lie within R*S*cb/2 rows of the panel (in L1); the slot of tap
+     * (r, s) is `tap` elements after that of the tap before */
+    for (int64_t j = 0; j < cdiv(K, nr); ++j)
+        for (int64_t c0 = 0; c0 < Ce; c0 += cb)
+            for (int64_t i = 0; i < nr; ++i) {
+                const int64_t k = j * nr + i;
+                uint16_t *pan = wpk + j * R * S * tap + 2 * i;
+                for (int64_t c = c0; c < imin(Ce, c0 + cb); ++c) {
+                    uint16_t *d = pan + (c & ~(int64_t)1) * nr + (c & 1);
+                    if (k >= K || c >= C) {
+                        for (int64_t t = 0; t < R * S; ++t) d[t * tap] = 0;
+                        continue;
                     }
+                    const uint16_t *src = w + k * st[0] + c * st[1];
+                    for (int64_t r = 0; r < R; ++r, src += st[2])
+                        for (int64_t u = 0; u < S; ++u, d += tap) *d = src[u * st[3]];
                 }
+            }
 }
 
 /* bias, activation and the store of m finished pixels' columns [c0, c0 + nk) (pixels pix0..,
