@@ -125,6 +125,8 @@ def _forward_bf16(h, threads, N, layer, vs_torch, vs_f32):
     res = h.compare(_label(N, C, H, K, R, stride) + " bf16", threads,
                     2.0 * N * K * P * P * C * R * R, "GFLOP/s", "bf16", impls)
     t = {name: med for name, med, _ in res}
+    if "pytpp bf16 NHWC" not in t:      # not selected (--match)
+        return
     best = min(t["pytpp bf16 NHWC"], t["pytpp bf16 NCHW"])
     vs_f32.append(t["pytpp f32 NHWC"] / t["pytpp bf16 NHWC"])
     if "torch bf16 NCHW" in t:
