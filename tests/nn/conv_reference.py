@@ -6,6 +6,16 @@ import numpy as np
 from hypothesis import strategies as st
 
 
+def to_fmt(a, fmt):
+    """An NCHW array in `fmt` (NHWC: a C-contiguous transposed copy)."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)) if fmt == "NHWC" else a
+
+
+def from_fmt(a, fmt):
+    """An array in `fmt` seen as NCHW (a view)."""
+    return a.transpose(0, 3, 1, 2) if fmt == "NHWC" else a
+
+
 def pads_of(padding, R, S, dil, stride):
     """(top, bottom, left, right) for conv2d's padding argument."""
     dh, dw = dil

@@ -11,7 +11,8 @@ result: 8 * eps * |y| added). bfloat16 x and w run the bf16 engine: test_conv_bf
 """
 import numpy as np
 import pytest
-from conv_reference import conv2d_backward_ref, conv2d_ref, gelu_ref, kernel_geometry, pads_of
+from conv_reference import (conv2d_backward_ref, conv2d_ref, from_fmt, gelu_ref, kernel_geometry,
+                            pads_of, to_fmt)
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -29,14 +30,6 @@ EPS = {np.dtype(np.float32): float(np.finfo(np.float32).eps),
        np.dtype(np.float64): float(np.finfo(np.float64).eps)}
 HYP = settings(max_examples=40, deadline=None,
                suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-def to_fmt(a, fmt):
-    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)) if fmt == "NHWC" else a
-
-
-def from_fmt(a, fmt):
-    return a.transpose(0, 3, 1, 2) if fmt == "NHWC" else a
 
 
 def assert_within(got, ref, absref, n, eps, extra=0.0):

@@ -14,7 +14,8 @@ add what test_conv.py states (gelu's Lipschitz constant 1.13, half a bf16 ulp: 2
 import ml_dtypes
 import numpy as np
 import pytest
-from conv_reference import conv2d_backward_ref, conv2d_ref, gelu_ref, kernel_geometry, pads_of
+from conv_reference import (conv2d_backward_ref, conv2d_ref, from_fmt, gelu_ref, kernel_geometry,
+                            pads_of, to_fmt)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,14 +26,6 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 EPS32 = float(np.finfo(np.float32).eps) / 2     # 2^-24: fused adds round to nearest
 HYP = settings(max_examples=30, deadline=None,
                suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-def to_fmt(a, fmt):
-    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)) if fmt == "NHWC" else a
-
-
-def from_fmt(a, fmt):
-    return a.transpose(0, 3, 1, 2) if fmt == "NHWC" else a
 
 
 def im2col_product(x, w, stride, pads, dil):
