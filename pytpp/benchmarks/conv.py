@@ -59,6 +59,19 @@ def _label(N, C, H, K, R, stride):
     return f"conv N={N} C{C} {H}x{H} K{K} {R}x{R}/{stride}"
 
 
+def _torch_forward(torch, tx, tw, stride, pad, name):
+    """torch's conv2d on x and w as given (NCHW) and in channels_last: two impls."""
+    F = torch.nn.functional
+    txc = tx.contiguous(memory_format=torch.channels_last)
+    twc = tw.contiguous(memory_format=torch.channels_last)
+
+    def run_torch(a, b):
+        with torch.no_grad():
+            return F.conv2d(a, b, None, stride, pad)
+    return [(f"{name} NCHW", lambda: run_torch(tx, tw)),
+            (f"{name} NHWC", lambda: run_torch(txc, twc))]
+
+
 def _forward(h, threads, N, layer, summary):
     torch = h.torch
     C, H, K, R, stride, pad = layer
@@ -73,16 +86,8 @@ def _forward(h, threads, N, layer, summary):
                                               out=o_nhwc)),
              ("pytpp NCHW", lambda: nn.conv2d(x, pw, None, stride, pad, out=o_nchw))]
     if torch is not None:
-        F = torch.nn.functional
-        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
-        txc = tx.contiguous(memory_format=torch.channels_last)
-        twc = tw.contiguous(memory_format=torch.channels_last)
-
-        def run_torch(a, b):
-            with torch.no_grad():
-                return F.conv2d(a, b, None, stride, pad)
-        impls += [("torch NCHW", lambda: run_torch(tx, tw)),
-                  ("torch NHWC", lambda: run_torch(txc, twc))]
+        impls += _torch_forward(torch, torch.from_numpy(x), torch.from_numpy(w), stride, pad,
+                                "torch")
     if N == 1:
         impls.append(("numpy im2col", lambda: _numpy_im2col(x, w, stride, pad)))
     _ratios(h.compare(_label(N, C, H, K, R, stride), threads, 2.0 * N * K * P * P * C * R * R,
@@ -111,17 +116,9 @@ def _forward_bf16(h, threads, N, layer, vs_torch, vs_f32):
              ("pytpp f32 NHWC", lambda: nn.conv2d(xh32, pw32, None, stride, pad,
                                                   data_format="NHWC", out=o32))]
     if torch is not None:
-        F = torch.nn.functional
-        tx = torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16)
-        tw = torch.from_numpy(w.astype(np.float32)).to(torch.bfloat16)
-        txc = tx.contiguous(memory_format=torch.channels_last)
-        twc = tw.contiguous(memory_format=torch.channels_last)
-
-        def run_torch(a, b):
-            with torch.no_grad():
-                return F.conv2d(a, b, None, stride, pad)
-        impls += [("torch bf16 NCHW", lambda: run_torch(tx, tw)),
-                  ("torch bf16 NHWC", lambda: run_torch(txc, twc))]
+        impls += _torch_forward(torch, torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16),
+                                torch.from_numpy(w.astype(np.float32)).to(torch.bfloat16),
+                                stride, pad, "torch bf16")
     res = h.compare(_label(N, C, H, K, R, stride) + " bf16", threads,
                     2.0 * N * K * P * P * C * R * R, "GFLOP/s", "bf16", impls)
     t = {name: med for name, med, _ in res}

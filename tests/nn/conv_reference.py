@@ -79,6 +79,18 @@ def conv2d_ref(x, w, bias=None, stride=(1, 1), pads=(0, 0, 0, 0), dil=(1, 1), gr
     return out
 
 
+def activated_ref(x, w, b, stride, pads, dil, groups, act):
+    """(act(conv2d_ref), the bound's sum of |terms|): relu keeps the sum, gelu scales it by its
+    Lipschitz constant 1.13."""
+    ref = conv2d_ref(x, w, b, stride, pads, dil, groups)
+    absref = conv2d_ref(x, w, b, stride, pads, dil, groups, absolute=True)
+    if act == "relu":
+        ref = np.maximum(ref, 0)
+    elif act == "gelu":
+        ref, absref = gelu_ref(ref), 1.13 * absref
+    return ref, absref
+
+
 def gelu_ref(z):
     erf = np.vectorize(math.erf)
     return 0.5 * z * (1.0 + erf(z / math.sqrt(2.0)))

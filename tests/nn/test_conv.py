@@ -11,8 +11,8 @@ result: 8 * eps * |y| added). bfloat16 x and w run the bf16 engine: test_conv_bf
 """
 import numpy as np
 import pytest
-from conv_reference import (conv2d_backward_ref, conv2d_ref, from_fmt, gelu_ref, kernel_geometry,
-                            pads_of, to_fmt)
+from conv_reference import (activated_ref, conv2d_backward_ref, conv2d_ref, from_fmt,
+                            kernel_geometry, pads_of, to_fmt)
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -71,13 +71,7 @@ def test_conv2d_matches_float64_reference(isa, case, fmt, dtype, act, use_bias, 
     x, w = make(case, rng, dtype)
     b = rng.standard_normal(case["K"]).astype(dtype) if use_bias else None
     pads = pads_of(case["padding"], case["R"], case["S"], case["dil"], case["stride"])
-    args = (case["stride"], pads, case["dil"], case["groups"])
-    ref = conv2d_ref(x, w, b, *args)
-    absref = conv2d_ref(x, w, b, *args, absolute=True)
-    if act == "relu":
-        ref = np.maximum(ref, 0)
-    elif act == "gelu":
-        ref, absref = gelu_ref(ref), 1.13 * absref
+    ref, absref = activated_ref(x, w, b, case["stride"], pads, case["dil"], case["groups"], act)
     y = conv2d(to_fmt(x, fmt), w, b, case["stride"], case["padding"], case["dil"],
                case["groups"], data_format=fmt, activation=act)
     assert y.dtype == dtype
@@ -137,12 +131,7 @@ def test_conv2d_packed_rows_path(isa, case, fmt, dtype, act, seed):
     x, w = make(case, rng, dtype)
     b = rng.standard_normal(case["K"]).astype(dtype)
     pads = pads_of(case["padding"], case["R"], case["S"], case["dil"], case["stride"])
-    args = (case["stride"], pads, case["dil"], 1)
-    ref, absref = conv2d_ref(x, w, b, *args), conv2d_ref(x, w, b, *args, absolute=True)
-    if act == "relu":
-        ref = np.maximum(ref, 0)
-    elif act == "gelu":
-        ref, absref = gelu_ref(ref), 1.13 * absref
+    ref, absref = activated_ref(x, w, b, case["stride"], pads, case["dil"], 1, act)
     old = pytpp.get_num_threads()
     try:
         ys = []

@@ -14,7 +14,7 @@ add what test_conv.py states (gelu's Lipschitz constant 1.13, half a bf16 ulp: 2
 import ml_dtypes
 import numpy as np
 import pytest
-from conv_reference import (conv2d_backward_ref, conv2d_ref, from_fmt, gelu_ref, kernel_geometry,
+from conv_reference import (activated_ref, conv2d_backward_ref, from_fmt, kernel_geometry,
                             pads_of, to_fmt)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -104,13 +104,7 @@ def test_matches_float64_reference(isa, case, fmt, act, use_bias, out_dt, seed):
     w = rng.standard_normal((case["K"], case["C"], case["R"], case["S"])).astype(BF16)
     b = rng.standard_normal(case["K"]).astype(BF16) if use_bias else None
     pads = pads_of(case["padding"], case["R"], case["S"], case["dil"], case["stride"])
-    args = (case["stride"], pads, case["dil"], 1)
-    ref = conv2d_ref(x, w, b, *args)
-    absref = conv2d_ref(x, w, b, *args, absolute=True)
-    if act == "relu":
-        ref = np.maximum(ref, 0)
-    elif act == "gelu":
-        ref, absref = gelu_ref(ref), 1.13 * absref
+    ref, absref = activated_ref(x, w, b, case["stride"], pads, case["dil"], 1, act)
     out = None
     if out_dt is not None:
         out = np.full(to_fmt(ref, fmt).shape, np.nan, out_dt)
