@@ -136,27 +136,64 @@ static void finish_block(const bf16_plan *fp, char *c, int64_t ldc, int64_t pix0
         if (rb == blocks - 1) finish(fp, c, ldc, pix0, m, c0, nk, tb);
         return;
     }
-    const int64_t i0 = m * rb / blocks, rows = m * (rb + 1) / blocks - i0;
-    finish(fp, c + i0 * ldc * 4, ldc, pix0 + i0, rows, c0, nk, tb);
+    const int64_t i0 = pytpp_brd_first_row(m, blocks, rb);
+    finish(fp, c + i0 * ldc * 4, ldc, pix0 + i0, pytpp_brd_first_row(m, blocks, rb + 1) - i0,
+           c0, nk, tb);
+}
+
+/* The panels [j0, j1) over m rows of A: nb batch entries ap (rows lda bytes apart), each of ks
+ * pair steps from pair row k0 / 2 of the panels, summed into c (row stride ldc; onto it when
+ * accumulating). After the last k chunk (`last`) the rows are finished: register-block row by
+ * row while in L1 when the weight slices of the panels fit BF16_ROWS_OUTER_BYTES (all are read
+ * again per row), else once at the end with each slice read once across all rows. bp: nb
+ * pointers of scratch. */
+static void sweep_panels(const bf16_plan *fp, int64_t m, const char *const *ap, int64_t nb,
+                         int64_t lda, int64_t k0, int64_t ks, int64_t j0, int64_t j1,
+                         const char **bp, char *c, int64_t ldc, int accumulate, int last,
+                         int64_t pix0, char *tb)
+{
+    const pytpp_pk_kernels *bf = fp->bf;
+    const int64_t K = fp->s->K, nr = fp->nr, c0 = j0 * nr, nk = imin(K, j1 * nr) - c0;
+    const int64_t blocks = pytpp_brd_blocks(m, bf->mr_main);
+    const int rows_outer = nb * ks * nr * 4 * (j1 - j0) <= BF16_ROWS_OUTER_BYTES;
+    for (int64_t rb = 0; rb < blocks; ++rb) {
+        if (fp->prefetch) {   /* the next register-block row's pixels and NHWC output */
+            const int64_t i0 = pytpp_brd_first_row(m, blocks, rb);
+            const int64_t i1 = pytpp_brd_first_row(m, blocks, rb + 1);
+            const char *next = ap[0] + i1 * lda;
+            for (int64_t o = 0; o < (i1 - i0) * lda; o += 64) __builtin_prefetch(next + o, 0, 3);
+            const int64_t osz = fp->out_bf16 ? 2 : 4;
+            char *onext = fp->out + ((pix0 + i1) * K + c0) * osz;
+            for (int64_t o = 0; !fp->out_nchw && o < (i1 - i0) * K * osz; o += 64)
+                __builtin_prefetch(onext + o, 1, 3);
+        }
+        for (int64_t j = j0; j < j1; ++j) {
+            for (int64_t e = 0; e < nb; ++e)
+                bp[e] = fp->wpk + (j * fp->rsc + k0 + e * ks * 2) * nr * 2;
+            pytpp_brd_panel(&bf->brd, bf->mr_main, nr, bf->vl, m, imin(nr, K - j * nr), 0,
+                            rows_outer ? rb : 0, rows_outer ? rb + 1 : blocks, ks, nb, ap, lda,
+                            bp, 4, nr * 4, c + (j - j0) * nr * 4, ldc, accumulate, NULL);
+        }
+        if (!rows_outer) break;
+        if (last) finish_block(fp, c, ldc, pix0, m, rb, blocks, c0, nk, tb);
+    }
+    if (!rows_outer && last) finish(fp, c, ldc, pix0, m, c0, nk, tb);
 }
 
 static void bf16_task(const bf16_plan *fp, int64_t t, char *abuf, float *cbuf, char *tb)
 {
     const pytpp_conv_shape *s = fp->s;
-    const pytpp_pk_kernels *bf = fp->bf;
-    const int64_t K = s->K, nr = fp->nr, vl = bf->vl;
+    const int64_t K = s->K, nr = fp->nr;
     const int64_t blk = t / fp->b.kgroups, kg = t % fp->b.kgroups;
     int64_t pix0, m;
     pytpp_conv_block_pixels(&fp->b, s->N * s->P * s->Q, blk, &pix0, &m);
     const int64_t j0 = kg * fp->b.kb_per_task, j1 = imin(fp->npan, j0 + fp->b.kb_per_task);
-    const int64_t c0 = j0 * nr, nk = imin(K, j1 * nr) - c0;
     /* the sums: a float32 output's own rows, else the thread's buffer */
-    char *c = fp->via_buf ? (char *)cbuf : fp->out + (pix0 * K + c0) * 4;
+    char *c = fp->via_buf ? (char *)cbuf : fp->out + (pix0 * K + j0 * nr) * 4;
     const int64_t ldc = fp->via_buf ? fp->ldcb : K;
-    const int64_t blocks = pytpp_brd_blocks(m, bf->mr_main);
     for (int64_t kk = 0; kk < fp->nkc; ++kk) {
         const int64_t k0 = kk * fp->kc, kn = imin(fp->kc, fp->rsc - k0);
-        const char *a = abuf;
+        const char *a = abuf, *b;
         int64_t lda = fp->lda * 2;
         if (fp->in_place) {
             a = fp->x + (pix0 * s->C + k0) * 2;
@@ -164,31 +201,8 @@ static void bf16_task(const bf16_plan *fp, int64_t t, char *abuf, float *cbuf, c
         } else {
             pytpp_conv_copy_windows(s, fp->x, 2, pix0, m, k0, kn, fp->lda, abuf);
         }
-        /* register-block rows outer (each finished while in L1) when the slices of the
-         * task's panels stay in L2 for all of them; else panels outer, each slice read once */
-        const int rows_outer = (kn / 2) * nr * 4 * (j1 - j0) <= BF16_ROWS_OUTER_BYTES;
-        for (int64_t rb = 0; rb < blocks; ++rb) {
-            if (fp->prefetch) {   /* the next register-block row's pixels and NHWC output */
-                const int64_t i0 = m * rb / blocks, i1 = m * (rb + 1) / blocks;
-                const char *next = a + i1 * lda;
-                for (int64_t o = 0; o < (i1 - i0) * lda; o += 64)
-                    __builtin_prefetch(next + o, 0, 3);
-                const int64_t osz = fp->out_bf16 ? 2 : 4;
-                char *onext = fp->out + ((pix0 + i1) * K + c0) * osz;
-                for (int64_t o = 0; !fp->out_nchw && o < (i1 - i0) * K * osz; o += 64)
-                    __builtin_prefetch(onext + o, 1, 3);
-            }
-            for (int64_t j = j0; j < j1; ++j) {
-                const char *b = fp->wpk + (j * fp->rsc + k0) * nr * 2;
-                pytpp_brd_panel(&bf->brd, bf->mr_main, nr, vl, m, imin(nr, K - j * nr), 0,
-                                rows_outer ? rb : 0, rows_outer ? rb + 1 : blocks, kn / 2, 1,
-                                &a, lda, &b, 4, nr * 4, c + (j - j0) * nr * 4, ldc, kk > 0, NULL);
-            }
-            if (!rows_outer) break;
-            if (kk == fp->nkc - 1)
-                finish_block(fp, c, ldc, pix0, m, rb, blocks, c0, nk, tb);
-        }
-        if (!rows_outer && kk == fp->nkc - 1) finish(fp, c, ldc, pix0, m, c0, nk, tb);
+        sweep_panels(fp, m, &a, 1, lda, k0, kn / 2, j0, j1, &b, c, ldc, kk > 0,
+                     kk == fp->nkc - 1, pix0, tb);
     }
 }
 
@@ -199,12 +213,11 @@ static void taps_task(const bf16_plan *fp, int64_t t, const char **ap, const cha
                       float *cbuf, char *tb)
 {
     const pytpp_conv_shape *s = fp->s;
-    const pytpp_pk_kernels *bf = fp->bf;
-    const int64_t K = s->K, nr = fp->nr, C = s->C, Q = s->Q;
+    const int64_t K = s->K, C = s->C, Q = s->Q;
     const int64_t kg = t % fp->kgroups, row = t / fp->kgroups, n = row / s->P, p = row % s->P;
     const int64_t j0 = kg * fp->pan_per_task, j1 = imin(fp->npan, j0 + fp->pan_per_task);
-    const int64_t c0 = j0 * nr, nk = imin(K, j1 * nr) - c0, pix0 = row * Q;
-    char *c = fp->via_buf ? (char *)cbuf : fp->out + (pix0 * K + c0) * 4;
+    const int64_t pix0 = row * Q;
+    char *c = fp->via_buf ? (char *)cbuf : fp->out + (pix0 * K + j0 * fp->nr) * 4;
     const int64_t ldc = fp->via_buf ? fp->ldcb : K;
     const int fold = s->dw == 1;
     const int64_t nb = fold ? s->R : s->R * s->S, ks = fold ? s->S * C / 2 : C / 2;
@@ -213,20 +226,7 @@ static void taps_task(const bf16_plan *fp, int64_t t, const char **ap, const cha
         const int64_t r = fold ? e : e / s->S, u = fold ? 0 : e % s->S;
         ap[e] = img + (r * s->dh * s->W + u * s->dw) * C * 2;
     }
-    const int64_t blocks = pytpp_brd_blocks(Q, bf->mr_main);
-    const int rows_outer = fp->rsc / 2 * nr * 4 * (j1 - j0) <= BF16_ROWS_OUTER_BYTES;
-    for (int64_t rb = 0; rb < blocks; ++rb) {
-        for (int64_t j = j0; j < j1; ++j) {
-            for (int64_t e = 0; e < nb; ++e)
-                bp[e] = fp->wpk + (j * fp->rsc + e * ks * 2) * nr * 2;
-            pytpp_brd_panel(&bf->brd, bf->mr_main, nr, bf->vl, Q, imin(nr, K - j * nr), 0,
-                            rows_outer ? rb : 0, rows_outer ? rb + 1 : blocks, ks, nb, ap,
-                            s->sw * C * 2, bp, 4, nr * 4, c + (j - j0) * nr * 4, ldc, 0, NULL);
-        }
-        if (!rows_outer) break;
-        finish_block(fp, c, ldc, pix0, Q, rb, blocks, c0, nk, tb);
-    }
-    if (!rows_outer) finish(fp, c, ldc, pix0, Q, c0, nk, tb);
+    sweep_panels(fp, Q, ap, nb, s->sw * C * 2, 0, ks, j0, j1, bp, c, ldc, 0, 1, pix0, tb);
 }
 
 int pytpp_conv2d_forward_bf16(const pytpp_pk_kernels *bf, const pytpp_ew_kernels *ew32,
