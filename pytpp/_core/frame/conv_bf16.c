@@ -184,10 +184,8 @@ static void bf16_task(const bf16_plan *fp, int64_t t, char *abuf, float *cbuf, c
 {
     const pytpp_conv_shape *s = fp->s;
     const int64_t K = s->K, nr = fp->nr;
-    const int64_t blk = t / fp->b.kgroups, kg = t % fp->b.kgroups;
-    int64_t pix0, m;
-    pytpp_conv_block_pixels(&fp->b, s->N * s->P * s->Q, blk, &pix0, &m);
-    const int64_t j0 = kg * fp->b.kb_per_task, j1 = imin(fp->npan, j0 + fp->b.kb_per_task);
+    int64_t pix0, m, j0, j1;
+    pytpp_conv_task_range(&fp->b, s->N * s->P * s->Q, fp->npan, t, &pix0, &m, &j0, &j1);
     /* the sums: a float32 output's own rows, else the thread's buffer */
     char *c = fp->via_buf ? (char *)cbuf : fp->out + (pix0 * K + j0 * nr) * 4;
     const int64_t ldc = fp->via_buf ? fp->ldcb : K;

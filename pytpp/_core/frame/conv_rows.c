@@ -105,22 +105,23 @@ void pytpp_conv_pixel_blocks(int64_t M, int64_t mr, int64_t nkb, int nt,
     b->kgroups = cdiv(nkb, b->kb_per_task);
 }
 
-void pytpp_conv_block_pixels(const pytpp_conv_blocks *b, int64_t M, int64_t blk, int64_t *pix0,
-                             int64_t *m)
+void pytpp_conv_task_range(const pytpp_conv_blocks *b, int64_t M, int64_t nkb, int64_t t,
+                           int64_t *pix0, int64_t *m, int64_t *kb0, int64_t *kb1)
 {
+    const int64_t blk = t / b->kgroups, kg = t % b->kgroups;
     const int64_t u0 = blk * b->units / b->nblk, u1 = (blk + 1) * b->units / b->nblk;
     *pix0 = u0 * b->mr;
     *m = imin(u1 * b->mr, M) - *pix0;
+    *kb0 = kg * b->kb_per_task;
+    *kb1 = imin(nkb, *kb0 + b->kb_per_task);
 }
 
 static void rows_task(const rows_plan *rp, int64_t t, char *buf)
 {
     const pytpp_conv_shape *s = rp->s;
     const int64_t esz = rp->esz, K = s->K;
-    const int64_t blk = t / rp->b.kgroups, kg = t % rp->b.kgroups;
-    int64_t pix0, m;
-    pytpp_conv_block_pixels(&rp->b, s->N * s->P * s->Q, blk, &pix0, &m);
-    const int64_t kb0 = kg * rp->b.kb_per_task, kb1 = imin(rp->nkb, kb0 + rp->b.kb_per_task);
+    int64_t pix0, m, kb0, kb1;
+    pytpp_conv_task_range(&rp->b, s->N * s->P * s->Q, rp->nkb, t, &pix0, &m, &kb0, &kb1);
     char *c0 = rp->out + pix0 * K * esz;
     for (int64_t kk = 0; kk < rp->nkc; ++kk) {
         const int64_t k0 = kk * rp->kc, kn = imin(rp->kc, rp->rsc - k0);

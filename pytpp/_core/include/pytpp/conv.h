@@ -75,9 +75,9 @@ typedef struct pytpp_conv_blocks {
     int64_t mr, units, nblk, mc, kgroups, kb_per_task;
 } pytpp_conv_blocks;
 void pytpp_conv_pixel_blocks(int64_t M, int64_t mr, int64_t nkb, int nt, pytpp_conv_blocks *b);
-/* pixel block blk: its first pixel and its pixel count */
-void pytpp_conv_block_pixels(const pytpp_conv_blocks *b, int64_t M, int64_t blk, int64_t *pix0,
-                             int64_t *m);
+/* task t: its pixel block (first pixel, pixel count) and its column blocks [kb0, kb1) of nkb */
+void pytpp_conv_task_range(const pytpp_conv_blocks *b, int64_t M, int64_t nkb, int64_t t,
+                           int64_t *pix0, int64_t *m, int64_t *kb0, int64_t *kb1);
 /* buf row i (lda elements apart) = the elements [k0, k0 + kn) of output pixel pix0 + i's window
  * in (r, s, c) order, from padded NHWC x of esz-byte elements */
 void pytpp_conv_copy_windows(const pytpp_conv_shape *s, const char *x, int64_t esz,
