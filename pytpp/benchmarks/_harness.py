@@ -75,6 +75,7 @@ class Harness:
         self.progress = progress
         self.torch = optional_import("torch")
         self._peaks = peaks
+        self._evict_buf = None
         self.rows = []
         self.nthreads = 1
 
@@ -115,6 +116,15 @@ class Harness:
                 break
         return single
 
+    def _evict(self):
+        """Read a buffer twice the last-level cache: the next call starts with its operands in
+        memory and no dirty lines of whatever ran before it to write back on its time."""
+        if self._evict_buf is None:
+            import numpy as np
+            l3 = _info.config()["cache"]["l3"] or (32 << 20)
+            self._evict_buf = np.ones(max(2 * l3, 64 << 20) // 8)
+        self._evict_buf.sum()
+
     @staticmethod
     def _sample(fn, inner):
         t0 = time.perf_counter()
@@ -126,16 +136,18 @@ class Harness:
         """(median, best) seconds of fn() over `repeats` calls after `warmup` calls."""
         return self.time_many([fn], repeats, warmup, min_seconds)[0]
 
-    def time_many(self, fns, repeats=None, warmup=3, min_seconds=0.0, budget=10.0):
+    def time_many(self, fns, repeats=None, warmup=3, min_seconds=0.0, budget=10.0, cold=False):
         """[(median, best)] seconds per function, sampled in interleaved rounds (one sample of
         each function per round): the machine's speed drifts (PERF-NOTES: cores at half speed
         for a moment), and interleaving makes every function see the same drift, so the ratios
         printed are fair even when the absolute rates move. A function slow enough to need more
         than `budget` seconds for its samples stops early (at least 3 samples): a peer running
-        a reference loop (torch bf16 without AVX512_BF16) would otherwise take minutes."""
+        a reference loop (torch bf16 without AVX512_BF16) would otherwise take minutes.
+        cold: every sample is one call after :meth:`_evict`, so no function inherits the
+        previous one's cache contents (memory-bound cases whose operands outgrow the L2)."""
         singles = [self._warm(fn, warmup) for fn in fns]
         # calls under ~50 us are looped in one sample so the timer's overhead stays small
-        inner = [max(1, int(5e-5 / max(t, 1e-9))) for t in singles]
+        inner = [1 if cold else max(1, int(5e-5 / max(t, 1e-9))) for t in singles]
         caps = [max(3, int(budget / max(t, 1e-9))) for t in singles]
         repeats = repeats or self.repeats
         targets = [min(repeats, cap) for cap in caps]
@@ -160,6 +172,8 @@ class Harness:
                     time.sleep(settle)
                     self._sample(fn, n)
                 for _ in range(block):
+                    if cold:
+                        self._evict()
                     acc.append(self._sample(fn, n))
         return [(statistics.median(s), min(s)) for s in samples]
 
@@ -167,7 +181,8 @@ class Harness:
     def header(self, title):
         self.out(f"\n== {title}")
 
-    def compare(self, case, threads, work, unit, peak_kind, impls, *, nbytes=None, flops=None):
+    def compare(self, case, threads, work, unit, peak_kind, impls, *, nbytes=None, flops=None,
+                cold=False):
         """Time each (name, fn) in `impls` (pytpp first) and print one row per implementation.
 
         work: flops (unit 'GFLOP/s'/'GOP/s') or bytes (unit 'GB/s') per call.
@@ -175,12 +190,13 @@ class Harness:
         flops: operations per call of a byte-rated case; element-wise cases count one per
         element, which puts them on the roofline at 1 / (bytes per element) flop/byte.
         Ratio column: pytpp's median rate over this implementation's median rate.
+        cold: each call timed from a cleaned cache (:meth:`time_many`).
         Returns [(name, median, best)], empty when the case is not wanted (--match).
         """
         if not self.wants(case):
             return []
         impls = [(name, fn) for name, fn in impls if fn is not None]
-        timings = self.time_many([fn for _, fn in impls])
+        timings = self.time_many([fn for _, fn in impls], cold=cold)
         results = [(name, med, best) for (name, _), (med, best) in zip(impls, timings)]
         peak = self.peak(peak_kind, threads) if peak_kind else None
         base = results[0][1]

@@ -106,7 +106,10 @@ def bn_axes(ndim, nhwc):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
-@pytest.mark.parametrize("shape", [(4, 6, 5, 7), (3, 17, 9), (8, 33), (2, 3, 1, 1)])
+# (3, 9, 11, 85): NHWC column kernels with whole strips of channel vectors, a lone vector and
+# a scalar tail, over 297 rows (a partial row block and a partial chunk)
+@pytest.mark.parametrize("shape", [(4, 6, 5, 7), (3, 17, 9), (8, 33), (2, 3, 1, 1),
+                                   (3, 9, 11, 85)])
 def test_batch_norm_training_and_eval(isa, threads, rng, dtype, fmt, shape):
     nhwc = fmt == "NHWC"
     axes, ch = bn_axes(len(shape), nhwc)
