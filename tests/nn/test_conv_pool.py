@@ -275,3 +275,34 @@ def test_pooling_backward_nhwc_windows(k, s, p, C):
                 np.testing.assert_array_equal(gx.transpose(0, 3, 1, 2), ref)
             else:
                 np.testing.assert_allclose(gx.transpose(0, 3, 1, 2), ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,k,s,p", [
+    ((1, 2, 7, 530), (3, 3), (2, 2), (1, 1)),     # two row blocks of outputs (Q = 265)
+    ((2, 1, 6, 40), (2, 5), (1, 1), (0, 2)),
+    ((1, 2, 9, 51), (4, 4), (3, 3), (2, 2)),
+    ((1, 1, 11, 70), (5, 5), (4, 4), (2, 2)),
+    ((1, 1, 8, 60), (5, 5), (5, 5), (2, 2)),      # strides beyond the phase buffers
+    ((1, 1, 5, 60), (2, 17), (1, 2), (0, 8)),     # windows beyond the phased path's width
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool_backward_nchw_rows(shape, k, s, p, dtype):
+    """NCHW rows of 8 outputs and more: the phased argmax (strides up to 4, windows up to 16
+    wide) and the strided one beyond, with ties, NaN and -inf, at every level and thread count:
+    exactly torch's element gets each gradient."""
+    import pytpp
+    rng = np.random.default_rng(sum(shape) + k[1] * 7 + s[1])
+    x = with_special_values(rng, shape, dtype, [(0.03, np.nan), (0.4, 0.0), (0.45, -np.inf)])
+    P = (shape[2] + 2 * p[0] - k[0]) // s[0] + 1
+    Q = (shape[3] + 2 * p[1] - k[1]) // s[1] + 1
+    g = rng.integers(-4, 5, (shape[0], shape[1], P, Q)).astype(dtype)
+    ref = backward_ref(g, x, k, s, p, "max")
+    old = pytpp.get_num_threads()
+    for level, nt in itertools.product(pytpp.available_isas(), (1, 2)):
+        pytpp.set_num_threads(nt)
+        try:
+            with pytpp.use_isa(level):
+                gx = max_pool2d_backward(g, x, k, s, p)
+        finally:
+            pytpp.set_num_threads(old)
+        np.testing.assert_array_equal(gx, ref)
