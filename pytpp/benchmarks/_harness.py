@@ -136,7 +136,8 @@ class Harness:
         """(median, best) seconds of fn() over `repeats` calls after `warmup` calls."""
         return self.time_many([fn], repeats, warmup, min_seconds)[0]
 
-    def time_many(self, fns, repeats=None, warmup=3, min_seconds=0.0, budget=10.0, cold=False):
+    def time_many(self, fns, repeats=None, warmup=3, min_seconds=0.0, budget=10.0, cold=False,
+                  hot=False):
         """[(median, best)] seconds per function, sampled in interleaved rounds (one sample of
         each function per round): the machine's speed drifts (PERF-NOTES: cores at half speed
         for a moment), and interleaving makes every function see the same drift, so the ratios
@@ -144,7 +145,10 @@ class Harness:
         than `budget` seconds for its samples stops early (at least 3 samples): a peer running
         a reference loop (torch bf16 without AVX512_BF16) would otherwise take minutes.
         cold: every sample is one call after :meth:`_evict`, so no function inherits the
-        previous one's cache contents (memory-bound cases whose operands outgrow the L2)."""
+        previous one's cache contents (memory-bound cases whose operands outgrow the L2).
+        hot: each round takes a block of samples per function after one untimed call, so every
+        timed call finds its operands where its own previous call left them (cases timed in
+        cache, which a peer's temporaries would otherwise evict between the calls)."""
         singles = [self._warm(fn, warmup) for fn in fns]
         # calls under ~50 us are looped in one sample so the timer's overhead stays small
         inner = [1 if cold else max(1, int(5e-5 / max(t, 1e-9))) for t in singles]
@@ -156,7 +160,7 @@ class Harness:
         # each round takes a block of samples per function after a pause that lets the other
         # library's pool go to sleep (its first sample, taken while waking up, is dropped).
         threaded = self.nthreads > 1 and len(fns) > 1
-        block, settle = (5, 0.15) if threaded else (1, 0.0)
+        block, settle = (5, 0.15) if threaded else (3, 0.0) if hot else (1, 0.0)
         samples = [[] for _ in fns]
         start = time.perf_counter()
         while True:
@@ -170,6 +174,7 @@ class Harness:
                     continue
                 if threaded:
                     time.sleep(settle)
+                if threaded or hot:
                     self._sample(fn, n)
                 for _ in range(block):
                     if cold:
@@ -182,7 +187,7 @@ class Harness:
         self.out(f"\n== {title}")
 
     def compare(self, case, threads, work, unit, peak_kind, impls, *, nbytes=None, flops=None,
-                cold=False):
+                cold=False, hot=False):
         """Time each (name, fn) in `impls` (pytpp first) and print one row per implementation.
 
         work: flops (unit 'GFLOP/s'/'GOP/s') or bytes (unit 'GB/s') per call.
@@ -190,13 +195,14 @@ class Harness:
         flops: operations per call of a byte-rated case; element-wise cases count one per
         element, which puts them on the roofline at 1 / (bytes per element) flop/byte.
         Ratio column: pytpp's median rate over this implementation's median rate.
-        cold: each call timed from a cleaned cache (:meth:`time_many`).
+        cold / hot: each call timed from a cleaned cache / after a call of its own
+        (:meth:`time_many`).
         Returns [(name, median, best)], empty when the case is not wanted (--match).
         """
         if not self.wants(case):
             return []
         impls = [(name, fn) for name, fn in impls if fn is not None]
-        timings = self.time_many([fn for _, fn in impls], cold=cold)
+        timings = self.time_many([fn for _, fn in impls], cold=cold, hot=hot)
         results = [(name, med, best) for (name, _), (med, best) in zip(impls, timings)]
         peak = self.peak(peak_kind, threads) if peak_kind else None
         base = results[0][1]

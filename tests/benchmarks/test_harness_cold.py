@@ -1,5 +1,8 @@
 """Harness.time_many(cold=True): every timed call comes alone, right after an eviction read, so
-no implementation inherits another's cache contents; without it, fast calls are looped."""
+no implementation inherits another's cache contents; hot=True: blocks of back-to-back calls per
+function after an untimed one; neither: fast calls are looped."""
+import time
+
 from pytpp.benchmarks._harness import Harness
 
 PEAKS = {1: {"f64": 1.0, "f32": 1.0, "copy_gbs": 1.0, "read_gbs": 1.0}}
@@ -32,3 +35,15 @@ def test_evict_reads_a_buffer_beyond_the_last_level_cache():
     h = Harness((1,), quick=True, peaks=PEAKS)
     h._evict()
     assert h._evict_buf.nbytes >= 64 << 20
+
+
+def test_hot_samples_come_in_blocks_after_an_untimed_call():
+    events = []
+    h = _recording_harness(events)
+
+    def slow(tag):          # 0.1 ms: one call per sample
+        return lambda: (time.sleep(1e-4), events.append(tag))
+    fns = [slow("a"), slow("b")]
+    h.time_many(fns, repeats=3, warmup=1, hot=True)
+    # warm-up a, b; then per round each function: one untimed call and a block of 3 samples
+    assert events == ["a", "b"] + (["a"] * 4 + ["b"] * 4)
