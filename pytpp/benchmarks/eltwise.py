@@ -17,11 +17,12 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def _peers_unary(h, name, x, out):
-    """(label, fn) pairs of numpy / scipy / torch for activation `name` on float32 x."""
+    """(label, fn) pairs of numpy / scipy / torch for activation `name` on x (float32 or
+    float64: numpy, scipy and torch; bfloat16: torch)."""
     impls = []
     sp = optional_import("scipy.special")
     torch = h.torch
-    if x.dtype == np.float32:
+    if x.dtype in (np.float32, np.float64):
         if name == "exp":
             impls.append(("numpy exp", lambda: np.exp(x, out=out)))
         elif name == "tanh":
@@ -31,21 +32,20 @@ def _peers_unary(h, name, x, out):
             impls.append(("scipy expit", lambda: sps.expit(x, out=out)))
         elif name == "gelu" and sp is not None:
             import scipy.special as sps
-            c = np.float32(1 / np.sqrt(2))
+            c = x.dtype.type(1 / np.sqrt(2))
             impls.append(("scipy erf gelu", lambda: np.multiply(
                 np.multiply(x, 0.5, out=out), 1 + sps.erf(x * c), out=out)))
         elif name == "gelu_tanh":
-            k = np.float32(np.sqrt(2 / np.pi))
+            k = x.dtype.type(np.sqrt(2 / np.pi))
             impls.append(("numpy tanh gelu", lambda: np.multiply(
                 x * 0.5, 1 + np.tanh(k * (x + 0.044715 * x ** 3)), out=out)))
         elif name == "relu":
             impls.append(("numpy maximum", lambda: np.maximum(x, 0, out=out)))
     if torch is not None:
-        tdt = torch.float32 if x.dtype == np.float32 else torch.bfloat16
         tx = torch.from_numpy(x.view(np.uint16) if x.dtype == BF16 else x)
         to = torch.from_numpy(out.view(np.uint16) if x.dtype == BF16 else out)
         if x.dtype == BF16:
-            tx, to = tx.view(tdt), to.view(tdt)
+            tx, to = tx.view(torch.bfloat16), to.view(torch.bfloat16)
         F = torch.nn.functional
         fns = {"exp": lambda: torch.exp(tx, out=to), "tanh": lambda: torch.tanh(tx, out=to),
                "sigmoid": lambda: torch.sigmoid(tx, out=to),
@@ -61,7 +61,7 @@ ACTIVATIONS = ("exp", "tanh", "sigmoid", "gelu", "gelu_tanh", "relu")
 
 def _activations(h, threads, n):
     rng = np.random.default_rng(0)
-    for dtype in (np.float32, BF16):
+    for dtype in (np.float32, BF16, np.float64):
         dname = np.dtype(dtype).name
         if not any(h.wants(f"{name} {dname} n={n}") for name in ACTIVATIONS):
             continue
@@ -70,6 +70,7 @@ def _activations(h, threads, n):
         nbytes = 2 * x.nbytes
         cases = [("exp", lambda: nn.exp(x, approx=True, out=out), "approx"),
                  ("exp", lambda: nn.exp(x, out=out), "exact"),
+                 ("tanh", lambda: nn.tanh(x, out=out), "exact"),
                  ("tanh", lambda: nn.tanh(x, approx=True, out=out), "pade"),
                  ("tanh", lambda: nn.tanh(x, approx="minimax", out=out), "minimax"),
                  ("sigmoid", lambda: nn.sigmoid(x, approx=True, out=out), "approx"),
@@ -80,6 +81,8 @@ def _activations(h, threads, n):
                  ("gelu_tanh", lambda: nn.gelu(x, "tanh", approx=True, out=out), "pade"),
                  ("gelu_tanh", lambda: nn.gelu(x, "tanh", out=out), "exact"),
                  ("relu", lambda: nn.relu(x, out=out), "")]
+        if dtype == np.float64:     # approximations are float32's (float64 runs the exact op)
+            cases = [c for c in cases if c[2] in ("exact", "exact erf", "")]
         done_peers = set()
         for name, fn, label in cases:
             impls = [(f"pytpp {label}".strip(), fn)]

@@ -25,14 +25,15 @@
     X(RSQRT, rsqrt, 1, V_DIV(V_SET1(1), V_SQRT(x)))                                            \
     X(RELU, relu, 0, V_MAX(V_ZERO(), x))
 
-/* Transcendental unary ops: X(ENUM, name, float32 vector expression, float64 scalar expression).
- * float32 is vectorised in eltwise_math.inc (within a few ulp); float64 calls libm per element. */
+/* Transcendental unary ops: X(ENUM, name, float32 vector expression, float64 vector
+ * expression), both in eltwise_math.inc: float32 within a few ulp, float64 within a few ulp of
+ * libm (the erf GELU calls libm's erfc lane by lane). */
 #define PYTPP_EW_UNARY_MATH(X)                                                                 \
-    X(EXP, exp, ew_exp_acc(x), exp(x))                                                         \
-    X(TANH, tanh, ew_tanh_acc(x), tanh(x))                                                     \
-    X(SIGMOID, sigmoid, ew_sigmoid_acc(x), ew_sigmoid_d(x))                                    \
-    X(GELU, gelu, ew_gelu_acc(x), ew_gelu_d(x))                                                \
-    X(GELU_TANH, gelu_tanh, ew_gelu_tanh_acc(x), ew_gelu_tanh_d(x))
+    X(EXP, exp, ew_exp_acc(x), ew_exp_dv(x))                                                   \
+    X(TANH, tanh, ew_tanh_acc(x), ew_tanh_dv(x))                                               \
+    X(SIGMOID, sigmoid, ew_sigmoid_acc(x), ew_sigmoid_dv(x))                                   \
+    X(GELU, gelu, ew_gelu_acc(x), ew_lanes_d(x, ew_gelu_d))                                    \
+    X(GELU_TANH, gelu_tanh, ew_gelu_tanh_acc(x), ew_gelu_tanh_dv(x))
 
 /* Approximations of those (float32; float64 runs the exact op):
  * X(ENUM, name, float32 vector expression, ENUM and name of the exact op). The first one listed
@@ -69,11 +70,12 @@
     X(SIGMOID_INV, sigmoid_inv, V_MUL(x, V_MUL(y, V_SUB(V_SET1(1), y))))                       \
     X(EXP_INV, exp_inv, V_MUL(x, y))
 
-/* Binary ops with transcendental parts: X(ENUM, name, float32 vector expression, float64 scalar
+/* Binary ops with transcendental parts: X(ENUM, name, float32 vector expression, float64 vector
  * expression). */
 #define PYTPP_EW_BINARY_MATH(X)                                                                \
-    X(GELU_INV, gelu_inv, V_MUL(x, ew_gelu_grad(y)), x * ew_gelu_grad_d(y))                    \
-    X(GELU_TANH_INV, gelu_tanh_inv, V_MUL(x, ew_gelu_tanh_grad(y)), x * ew_gelu_tanh_grad_d(y))
+    X(GELU_INV, gelu_inv, V_MUL(x, ew_gelu_grad(y)), V_MUL(x, ew_lanes_d(y, ew_gelu_grad_d)))  \
+    X(GELU_TANH_INV, gelu_tanh_inv, V_MUL(x, ew_gelu_tanh_grad(y)),                            \
+      V_MUL(x, ew_gelu_tanh_grad_dv(y)))
 
 #define PYTPP_EW_BINARY_OPS(X) PYTPP_EW_BINARY_SIMPLE(X) PYTPP_EW_BINARY_MATH(X)
 

@@ -159,6 +159,24 @@ static inline double ew_hmul_avx2d(__m256d v)
 #define V_HMUL(v) ew_hmul_avx2d(v)
 #define V_HMAX(v) ew_hmax_avx2d(v)
 #define V_HMIN(v) ew_hmin_avx2d(v)
+/* 2^h for integral h in [-1022, 1023] (as double): h + 1.5 * 2^52 holds h in its low mantissa
+ * bits, moved into the exponent field */
+static inline __m256d ew_pow2_avx2d(__m256d h)
+{
+    const __m256d magic = _mm256_set1_pd(6755399441055744.0);
+    const __m256i hi = _mm256_sub_epi64(_mm256_castpd_si256(_mm256_add_pd(h, magic)),
+                                        _mm256_castpd_si256(magic));
+    const __m256i e = _mm256_add_epi64(hi, _mm256_set1_epi64x(1023));
+    return _mm256_castsi256_pd(_mm256_slli_epi64(e, 52));
+}
+/* p * 2^n for integral n in [-2044, 2046]: two normal factors, so results underflow gradually */
+static inline __m256d ew_exp2i_avx2d(__m256d p, __m256d n)
+{
+    const __m256d h = _mm256_round_pd(_mm256_mul_pd(n, _mm256_set1_pd(0.5)),
+                                      _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    return _mm256_mul_pd(_mm256_mul_pd(p, ew_pow2_avx2d(h)), ew_pow2_avx2d(_mm256_sub_pd(n, h)));
+}
+#define V_EXP2I(p, n) ew_exp2i_avx2d((p), (n))
 #endif
 #if defined(PYTPP_DT_F32)
 #define V_I_GEU_BITS(a, b) ((uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(                 \

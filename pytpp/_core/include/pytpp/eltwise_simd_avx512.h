@@ -93,6 +93,8 @@ typedef __mmask8 cmask_t;
 #define V_HMUL(v) _mm512_reduce_mul_pd(v)
 #define V_HMAX(v) _mm512_reduce_max_pd(v)
 #define V_HMIN(v) _mm512_reduce_min_pd(v)
+/* p * 2^n (n integral, as double): exact scaling with gradual underflow and overflow to inf */
+#define V_EXP2I(p, n) _mm512_scalef_pd((p), (n))
 #endif
 #if defined(PYTPP_DT_F32)
 #define V_I_GEU_BITS(a, b) ((uint32_t)_mm512_cmpge_epu32_mask((a), (b)))

@@ -57,6 +57,10 @@ static inline int ew_ref_cmp(elem_t a, elem_t b, int p)
 #define V_HMIN(v) (v)
 #define V_RCP_NR(d) (1.0f / (d))
 
+#if defined(PYTPP_DT_F64)
+/* p * 2^n (n integral): one rounding, gradual underflow */
+#define V_EXP2I(p, n) ldexp((p), (int)(n))
+#endif
 #if defined(PYTPP_DT_F32)
 typedef int32_t ivec_t;
 typedef const float *lut_t;
