@@ -197,3 +197,33 @@ def test_float64_vector_math_in_equations_and_gradients(isa):
     want = g * (s + a * s * (1 - s) * 2 * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * a ** 2))
     got = pytpp.nn.gelu_backward(g, a, approximate="tanh")
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-300)
+
+
+def test_float64_erf_gelu_against_mpmath(isa):
+    """The vectorised float64 GELU (erf form) and its gradient against 30-digit mpmath: the GELU
+    within 8 ulp (measured 4: the tail's exponent is x^2 / 2 split exactly, where the
+    x / sqrt(2) of the usual formula costs up to 1e-13 relative), the gradient within 8 ulp of
+    the magnitude of its two terms (it crosses zero near x = -0.75); specials as the formula."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 30
+    rng = np.random.default_rng(9)
+    x = np.concatenate([rng.standard_normal(50) * s for s in
+                        (1e-300, 1e-5, 0.5, 1.4, 1.5, 3, 10, 26)] + [[1.4142135623730951,
+                        -1.4142135623730951, 0.0, -0.0, -37.0, 37.9]])
+    y = np.empty_like(x)
+    unary("gelu", 1, x.size, np.float64)(x, y)
+    g = pytpp.nn.gelu_backward(np.ones_like(x), x)
+    for v, yv, gv in zip(x, y, g):
+        t = mp.mpf(v)
+        cdf = mp.erfc(-t / mp.sqrt(2)) / 2
+        ref = float(t * cdf)
+        assert abs(yv - ref) <= 8 * np.spacing(abs(ref)), (v, yv, ref)
+        dens = t * mp.exp(-t * t / 2) / mp.sqrt(2 * mp.pi)
+        scale = float(abs(cdf) + abs(dens))
+        assert abs(gv - float(cdf + dens)) <= 8 * np.spacing(scale), (v, gv)
+    special = np.array([np.inf, -np.inf, np.nan])
+    with np.errstate(invalid="ignore"):
+        want = 0.5 * special * erfc(-special / np.sqrt(2))
+    got = np.empty_like(special)
+    unary("gelu", 1, 3, np.float64)(special, got)
+    np.testing.assert_array_equal(got, want)

@@ -27,12 +27,12 @@
 
 /* Transcendental unary ops: X(ENUM, name, float32 vector expression, float64 vector
  * expression), both in eltwise_math.inc: float32 within a few ulp, float64 within a few ulp of
- * libm (the erf GELU calls libm's erfc lane by lane). */
+ * libm. */
 #define PYTPP_EW_UNARY_MATH(X)                                                                 \
     X(EXP, exp, ew_exp_acc(x), ew_exp_dv(x))                                                   \
     X(TANH, tanh, ew_tanh_acc(x), ew_tanh_dv(x))                                               \
     X(SIGMOID, sigmoid, ew_sigmoid_acc(x), ew_sigmoid_dv(x))                                   \
-    X(GELU, gelu, ew_gelu_acc(x), ew_lanes_d(x, ew_gelu_d))                                    \
+    X(GELU, gelu, ew_gelu_acc(x), ew_gelu_dv(x))                                               \
     X(GELU_TANH, gelu_tanh, ew_gelu_tanh_acc(x), ew_gelu_tanh_dv(x))
 
 /* Approximations of those (float32; float64 runs the exact op):
@@ -73,7 +73,7 @@
 /* Binary ops with transcendental parts: X(ENUM, name, float32 vector expression, float64 vector
  * expression). */
 #define PYTPP_EW_BINARY_MATH(X)                                                                \
-    X(GELU_INV, gelu_inv, V_MUL(x, ew_gelu_grad(y)), V_MUL(x, ew_lanes_d(y, ew_gelu_grad_d)))  \
+    X(GELU_INV, gelu_inv, V_MUL(x, ew_gelu_grad(y)), V_MUL(x, ew_gelu_grad_dv(y)))             \
     X(GELU_TANH_INV, gelu_tanh_inv, V_MUL(x, ew_gelu_tanh_grad(y)),                            \
       V_MUL(x, ew_gelu_tanh_grad_dv(y)))
 
