@@ -286,10 +286,11 @@ def test_pooling_backward_nhwc_windows(k, s, p, C):
     ((1, 1, 5, 60), (2, 17), (1, 2), (0, 8)),     # windows beyond the phased path's width
 ])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_max_pool_backward_nchw_rows(shape, k, s, p, dtype):
-    """NCHW rows of 8 outputs and more: the phased argmax (strides up to 4, windows up to 16
-    wide) and the strided one beyond, with ties, NaN and -inf, at every level and thread count:
-    exactly torch's element gets each gradient."""
+def test_pooling_nchw_rows(shape, k, s, p, dtype):
+    """NCHW rows of 8 outputs and more: the phased paths (strides up to 4, windows up to 16
+    wide) and the strided ones beyond, with ties, NaN and -inf, at every level and thread count:
+    max and average pooling equal the tap-by-tap reference, and exactly torch's element gets
+    each gradient of the max."""
     import pytpp
     rng = np.random.default_rng(sum(shape) + k[1] * 7 + s[1])
     x = with_special_values(rng, shape, dtype, [(0.03, np.nan), (0.4, 0.0), (0.45, -np.inf)])
@@ -303,6 +304,9 @@ def test_max_pool_backward_nchw_rows(shape, k, s, p, dtype):
         try:
             with pytpp.use_isa(level):
                 gx = max_pool2d_backward(g, x, k, s, p)
+                ymax, yavg = max_pool2d(x, k, s, p), avg_pool2d(x, k, s, p)
         finally:
             pytpp.set_num_threads(old)
         np.testing.assert_array_equal(gx, ref)
+        assert same_values(ymax, taps_ref(x, k, s, p, "max"))
+        assert same_values(yavg, taps_ref(x, k, s, p, "avg"))
