@@ -290,7 +290,7 @@ def test_pooling_nchw_rows(shape, k, s, p, dtype):
     """NCHW rows of 8 outputs and more: the phased paths (strides up to 4, windows up to 16
     wide) and the strided ones beyond, with ties, NaN and -inf, at every level and thread count:
     max and average pooling equal the tap-by-tap reference, and exactly torch's element gets
-    each gradient of the max."""
+    each gradient of the max, from x and from the forward's indices."""
     import pytpp
     rng = np.random.default_rng(sum(shape) + k[1] * 7 + s[1])
     x = with_special_values(rng, shape, dtype, [(0.03, np.nan), (0.4, 0.0), (0.45, -np.inf)])
@@ -305,8 +305,11 @@ def test_pooling_nchw_rows(shape, k, s, p, dtype):
             with pytpp.use_isa(level):
                 gx = max_pool2d_backward(g, x, k, s, p)
                 ymax, yavg = max_pool2d(x, k, s, p), avg_pool2d(x, k, s, p)
+                yi, idx = max_pool2d(x, k, s, p, return_indices=True)
+                gxi = max_pool2d_backward(g, x, k, s, p, indices=idx)
         finally:
             pytpp.set_num_threads(old)
         np.testing.assert_array_equal(gx, ref)
-        assert same_values(ymax, taps_ref(x, k, s, p, "max"))
+        np.testing.assert_array_equal(gxi, ref)
+        assert same_values(ymax, taps_ref(x, k, s, p, "max")) and same_values(yi, ymax)
         assert same_values(yavg, taps_ref(x, k, s, p, "avg"))
