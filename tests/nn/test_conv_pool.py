@@ -313,3 +313,10 @@ def test_pooling_nchw_rows(shape, k, s, p, dtype):
         np.testing.assert_array_equal(gxi, ref)
         assert same_values(ymax, taps_ref(x, k, s, p, "max")) and same_values(yi, ymax)
         assert same_values(yavg, taps_ref(x, k, s, p, "avg"))
+    # a view whose rows lie further apart than its width (the forwards read x in place)
+    wide = np.full(shape[:-1] + (shape[-1] + 5,), 7.0, dtype)
+    wide[..., 2:2 + shape[-1]] = x
+    view = wide[..., 2:2 + shape[-1]]
+    yv, iv = max_pool2d(view, k, s, p, return_indices=True)
+    assert same_values(yv, ymax) and np.array_equal(iv, idx)
+    assert same_values(avg_pool2d(view, k, s, p), yavg)
