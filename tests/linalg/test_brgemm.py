@@ -156,3 +156,40 @@ def test_hypothesis_random_shapes(nb, m, n, k, dtype, level, transpose_a, seed):
     with pytpp.use_isa(level):
         got = pytpp.brgemm(a, b)
     assert_close(got, a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed_a", "sliced"])
+def test_many_products_streaming_from_memory(isa, rng, dtype, threads, layout):
+    # independent products whose operands together exceed L2 run the streaming path: chunks,
+    # each tile's kernel fetching a share of the next chunk, the last chunk of one product
+    # fetching the first of the next product of its thread; none of it may change a result
+    many, nb, m, n, k = 9, 13, 33, 47, 63
+    a = rng.standard_normal((many, nb, m, k)).astype(dtype)
+    b = rng.standard_normal((many, nb, k, n)).astype(dtype)
+    if layout == "transposed_a":
+        a = np.ascontiguousarray(a.swapaxes(-1, -2)).swapaxes(-1, -2)
+    elif layout == "sliced":
+        a = rng.standard_normal((many, nb, m, 2 * k)).astype(dtype)[..., ::2]
+        b = rng.standard_normal((many, nb, k, n + 5)).astype(dtype)[..., 3:n + 3]
+    assert a.nbytes + b.nbytes > 2 * 2**20
+    old = pytpp.get_num_threads()
+    try:
+        pytpp.set_num_threads(threads)
+        got = pytpp.brgemm(a, b)
+    finally:
+        pytpp.set_num_threads(old)
+    assert_close(got, a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("m,n,k", [(7, 64, 64), (64, 17, 5), (1, 200, 33)])
+def test_long_reduction_streaming_shapes(isa, rng, dtype, m, n, k):
+    # one reduction beyond L2 with shapes whose next-chunk share exceeds a tile's k steps (few
+    # rows of A, short k): the helper issues what the kernel cannot pace
+    nb = int(3 * 2**20 // ((m * k + k * n) * np.dtype(dtype).itemsize)) + 3
+    a = rng.standard_normal((nb, m, k)).astype(dtype)
+    b = rng.standard_normal((nb, k, n)).astype(dtype)
+    c = rng.standard_normal((m, n)).astype(dtype)
+    assert_close(pytpp.brgemm(a, b, c, beta=0.5), a, b, c, 0.5)

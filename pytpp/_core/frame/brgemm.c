@@ -23,7 +23,7 @@ typedef struct plan {
     int64_t n_ib, n_jb;
     int64_t nvec;          /* vectors per row of C, the last one maybe partial */
     int64_t chunk;         /* batch elements per pass over C */
-    int streaming;         /* operands exceed L2: fetched ahead (kt->stream_pf says how) */
+    int streaming;         /* operands exceed L2: fetched ahead by the LPF micro-kernels */
 } plan;
 
 static size_t dtype_size(int dtype) { return dtype == PYTPP_F64 ? 8 : 4; }
@@ -44,11 +44,11 @@ static void make_plan(plan *p, const pytpp_gemm_kernels *kt, const pytpp_cache_i
     /* A long reduction would stream every A_i and B_i from memory once per register block of C
      * (LIBXSMM falls to 14% of peak there). Reduce in short chunks instead and sweep all of C per
      * chunk: each operand comes from memory once, and the fetch of a chunk spreads over the whole
-     * sweep (the PF micro-kernels or the look-ahead fetch the next one). Measured on 2000 x
-     * 64^3: chunks of 1/8 of L2 beat 1/2 of L2 by ~15% on Zen 4; longer chunks bunch the memory
-     * traffic into the first tile of each chunk. Zen 5 AVX-512 f32 (PF): 1/4 is 2-8% faster. */
+     * sweep (each tile's kernel call fetches its share of the next chunk). One Zen 5 core, 2000
+     * x 64^3 f64: chunks of 1/4 and 1/8 of L2 alike (97-104 GFLOP/s), 1/2 10% slower; f32 1/4
+     * 4-8% faster than 1/8. */
     int64_t pair = (d->m * d->k + d->k * d->n) * (int64_t)p->esz;
-    int64_t budget = (ci && ci->l2 > 0 ? ci->l2 : PYTPP_DEFAULT_L2) / (kt->stream_pf ? 4 : 8);
+    int64_t budget = (ci && ci->l2 > 0 ? ci->l2 : PYTPP_DEFAULT_L2) / 4;
     int64_t chunk = pair > 0 ? budget / pair : CHUNK_MAX;
     if (chunk < 2) chunk = 2;
     const double total = (double)pair * (double)count,
@@ -78,7 +78,9 @@ static inline const void *batch_ptr(const pytpp_batch *bt, const void *base, int
 
 /* The next chunk's operands [c1, c1 + n2) for tiles [t0, t1) (their rows of A, all of B), to
  * be fetched into L2 one slice per tile of this chunk; elements past the helper's regions are
- * left to the hardware prefetchers. */
+ * left to the hardware prefetchers. All B blocks first: the first tiles of the next chunk read
+ * all of B, and stride batches of contiguous blocks then form two ranges, which the LPF
+ * kernels fetch evenly paced (a short row's share is issued at once by the helper). */
 static pytpp_ahead next_chunk(const plan *p, const void *a, const void *b, int64_t ldb,
                               const pytpp_batch *bt, int64_t c1, int64_t n2, int64_t t0,
                               int64_t t1)
@@ -89,25 +91,33 @@ static pytpp_ahead next_chunk(const plan *p, const void *a, const void *b, int64
     pytpp_split(d->m, p->n_ib, t0 / p->n_jb, &r0, &mr0);
     pytpp_split(d->m, p->n_ib, (t1 - 1) / p->n_jb, &r1, &mr1);
     pytpp_ahead ah = {.n = 0};
+    for (int64_t i = 0; i < n2; ++i)
+        pytpp_ahead_add(&ah, batch_ptr(bt, b, 1, c1 + i, p->esz), d->k, d->n * esz, ldb * esz);
     for (int64_t i = 0; i < n2; ++i) {
         const char *an = (const char *)batch_ptr(bt, a, 0, c1 + i, p->esz);
         if (d->csa == 1)
             pytpp_ahead_add(&ah, an + r0 * d->rsa * esz, r1 + mr1 - r0, d->k * esz, d->rsa * esz);
         else if (d->rsa == 1)
             pytpp_ahead_add(&ah, an + r0 * esz, d->k, (r1 + mr1 - r0) * esz, d->csa * esz);
-        pytpp_ahead_add(&ah, batch_ptr(bt, b, 1, c1 + i, p->esz), d->k, d->n * esz, ldb * esz);
     }
     pytpp_ahead_plan(&ah, t1 - t0);
     return ah;
 }
 
-/* Computes tiles [t0, t1) (tile t = column block t / n_ib, row block t % n_ib) over the whole batch. */
+/* The operands of the product a thread computes after this one (same batch layout) */
+typedef struct successor {
+    const void *a, *b;
+} successor;
+
+/* Computes tiles [t0, t1) (tile t = column block t / n_ib, row block t % n_ib) over the whole
+ * batch. While streaming, the last chunk fetches the successor's first one, so consecutive
+ * independent products stream as one long reduction does. */
 static void run_tiles(const plan *p, const void *a, const void *b, int64_t ldb, void *c,
-                      const pytpp_batch *bt, int64_t t0, int64_t t1)
+                      const pytpp_batch *bt, int64_t t0, int64_t t1, const successor *after)
 {
     const pytpp_gemm_desc *d = p->d;
     const pytpp_gemm_kernels *kt = p->kt;
-    const void *ap[CHUNK_MAX + 1], *bp[CHUNK_MAX + 1];
+    const void *ap[CHUNK_MAX + 1], *bp[CHUNK_MAX + 1];   /* [nb]: the LPF kernels' range */
     const int64_t count = bt->count;
     int64_t c0 = 0;
     do { /* at least one pass, so that count == 0 still applies beta to C */
@@ -116,17 +126,18 @@ static void run_tiles(const plan *p, const void *a, const void *b, int64_t ldb, 
             ap[i] = batch_ptr(bt, a, 0, c0 + i, p->esz);
             bp[i] = batch_ptr(bt, b, 1, c0 + i, p->esz);
         }
-        /* one past the chunk: what the prefetching kernels fetch during the last block */
-        const int64_t next = c0 + nb < count ? c0 + nb : (nb > 0 ? c0 + nb - 1 : -1);
-        ap[nb] = next >= 0 ? batch_ptr(bt, a, 0, next, p->esz) : NULL;
-        bp[nb] = next >= 0 ? batch_ptr(bt, b, 1, next, p->esz) : NULL;
         const double beta = c0 == 0 ? d->beta : 1.0;
-        const int pf = p->streaming && kt->stream_pf;
         pytpp_ahead ah = {.n = 0};
-        if (p->streaming && !pf)
-            ah = next_chunk(p, a, b, ldb, bt, c0 + nb, imin(count - (c0 + nb), p->chunk), t0, t1);
+        if (p->streaming) {
+            /* the chunk after this one: the rest of this batch, else the successor's first */
+            const int hand_on = c0 + nb >= count && after;
+            const int64_t n0 = hand_on ? 0 : c0 + nb;
+            ah = next_chunk(p, hand_on ? after->a : a, hand_on ? after->b : b, ldb, bt, n0,
+                            imin(count - n0, p->chunk), t0, t1);
+        }
+        ap[nb] = bp[nb] = NULL;
         for (int64_t t = t0; t < t1; ++t) {
-            pytpp_ahead_step(&ah);
+            if (p->streaming) pytpp_ahead_take(&ah, d->k * nb, &ap[nb], &bp[nb]);
             /* In cache, column blocks go outermost (a B panel is reused down all row blocks);
              * streaming, row blocks do, so consecutive tiles read whole B rows from memory. */
             const int64_t jb = p->streaming ? t % p->n_jb : t / p->n_ib;
@@ -139,8 +150,8 @@ static void run_tiles(const plan *p, const void *a, const void *b, int64_t ldb, 
                                    (v0 + nv - 1) * kt->vl;
             const int masked = n_last != kt->vl;
             char *cp = (char *)c + (i0 * d->ldc + j0) * (int64_t)p->esz;
-            const pytpp_ukr_fn ukr = pf ? kt->ukr_pf[nv - 1][mr - 1][masked]
-                                        : kt->ukr[nv - 1][mr - 1][masked];
+            const pytpp_ukr_fn ukr = p->streaming ? kt->ukr_lpf[nv - 1][mr - 1][masked]
+                                                  : kt->ukr[nv - 1][mr - 1][masked];
             ukr(d->k, nb, (const void *const *)ap, i0 * d->rsa,
                                             d->rsa, d->csa, (const void *const *)bp, j0, ldb, cp,
                                             d->ldc, d->alpha, beta, n_last);
@@ -169,12 +180,12 @@ static void *pack_b(const pytpp_gemm_desc *d, const void *b, const pytpp_batch *
 }
 
 static void serial_or_parallel(const plan *p, const void *a, const void *b, int64_t ldb, void *c,
-                               const pytpp_batch *bt, int nthreads)
+                               const pytpp_batch *bt, int nthreads, const successor *after)
 {
     const int64_t ntiles = p->n_ib * p->n_jb;
     const double flops = 2.0 * p->d->m * p->d->n * p->d->k * (double)bt->count;
     if (nthreads <= 1 || ntiles < 2 || flops < PYTPP_BRGEMM_PAR_MIN_FLOPS) {
-        run_tiles(p, a, b, ldb, c, bt, 0, ntiles);
+        run_tiles(p, a, b, ldb, c, bt, 0, ntiles, after);
         return;
     }
     if (nthreads > ntiles) nthreads = (int)ntiles;
@@ -188,13 +199,13 @@ static void serial_or_parallel(const plan *p, const void *a, const void *b, int6
         team = omp_get_num_threads();
 #endif
         const int64_t t0 = ntiles * tid / team, t1 = ntiles * (tid + 1) / team;
-        run_tiles(p, a, b, ldb, c, bt, t0, t1);
+        run_tiles(p, a, b, ldb, c, bt, t0, t1, after);
     }
 }
 
 static int brgemm_impl(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
                        const pytpp_gemm_desc *d, const void *a, const void *b, void *c,
-                       const pytpp_batch *bt, int nthreads, int cold)
+                       const pytpp_batch *bt, int nthreads, int cold, const successor *after)
 {
     if (d->m <= 0 || d->n <= 0) return 0;
     pytpp_batch none;
@@ -207,7 +218,7 @@ static int brgemm_impl(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
     plan p;
     make_plan(&p, kt, ci, d, bt->count, cold);
     if (d->csb == 1 || d->k == 0 || bt->count == 0) {
-        serial_or_parallel(&p, a, b, d->ldb, c, bt, nthreads);
+        serial_or_parallel(&p, a, b, d->ldb, c, bt, nthreads, after);
         return 0;
     }
     /* Transposed / strided B: pack, then address B_i as scratch + i*k*n. A keeps its mode. */
@@ -225,7 +236,7 @@ static int brgemm_impl(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
     pb.mode = PYTPP_BATCH_ADDRESS;
     pb.ptr_a = aptrs;
     pb.ptr_b = bptrs;
-    serial_or_parallel(&p, a, scratch, d->n, c, &pb, nthreads);
+    serial_or_parallel(&p, a, scratch, d->n, c, &pb, nthreads, NULL);
     free(aptrs);
     free(bptrs);
     free(scratch);
@@ -236,7 +247,24 @@ int pytpp_brgemm(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
                  const pytpp_gemm_desc *d, const void *a, const void *b, void *c,
                  const pytpp_batch *batch, int nthreads)
 {
-    return brgemm_impl(kt, ci, d, a, b, c, batch, nthreads, 0);
+    return brgemm_impl(kt, ci, d, a, b, c, batch, nthreads, 0, NULL);
+}
+
+/* Products [o0, o0 + len) of pytpp_brgemm_many, in order, each handing its successor on */
+static int run_products(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
+                        const pytpp_gemm_desc *d, const char *a, const char *b, char *c,
+                        const pytpp_batch *batch, int64_t o0, int64_t len, int64_t outer_a,
+                        int64_t outer_b, int64_t outer_c, int nthreads, int cold)
+{
+    const int64_t esz = (int64_t)dtype_size(d->dtype);
+    int err = 0;
+    for (int64_t o = o0; o < o0 + len && !err; ++o) {
+        const successor after = {a + (o + 1) * outer_a * esz, b + (o + 1) * outer_b * esz};
+        err = brgemm_impl(kt, ci, d, a + o * outer_a * esz, b + o * outer_b * esz,
+                          c + o * outer_c * esz, batch, nthreads, cold,
+                          o + 1 < o0 + len ? &after : NULL);
+    }
+    return err;
 }
 
 int pytpp_brgemm_many(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
@@ -252,20 +280,18 @@ int pytpp_brgemm_many(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci,
                        (double)(d->m * d->k + d->k * d->n);
     const int cold = all > (double)(ci && ci->l2 > 0 ? ci->l2 : PYTPP_DEFAULT_L2);
     const double flops = 2.0 * d->m * d->n * d->k * (double)batch->count * (double)many;
-    if (many < nthreads || nthreads <= 1 || flops < PYTPP_BRGEMM_PAR_MIN_FLOPS) {
+    if (many < nthreads || nthreads <= 1 || flops < PYTPP_BRGEMM_PAR_MIN_FLOPS)
         /* few independent products: let each one use the threads itself */
-        int err = 0;
-        for (int64_t o = 0; o < many && !err; ++o)
-            err = brgemm_impl(kt, ci, d, (const char *)a + o * outer_a * esz,
-                              (const char *)b + o * outer_b * esz, (char *)c + o * outer_c * esz,
-                              batch, many < nthreads ? nthreads : 1, cold);
-        return err;
-    }
+        return run_products(kt, ci, d, a, b, c, batch, 0, many, outer_a, outer_b, outer_c,
+                            many < nthreads ? nthreads : 1, cold);
     int err = 0;
-    #pragma omp parallel for num_threads(nthreads) schedule(static) reduction(| : err)
-    for (int64_t o = 0; o < many; ++o)
-        err |= brgemm_impl(kt, ci, d, (const char *)a + o * outer_a * esz,
-                           (const char *)b + o * outer_b * esz, (char *)c + o * outer_c * esz,
-                           batch, 1, cold);
+    /* one contiguous range per thread, so each product knows the one after it */
+    #pragma omp parallel num_threads(nthreads) reduction(| : err)
+    {
+        int64_t o0, len;
+        pytpp_thread_part(many, &o0, &len);
+        err |= run_products(kt, ci, d, a, b, c, batch, o0, len, outer_a, outer_b, outer_c, 1,
+                            cold);
+    }
     return err ? -1 : 0;
 }

@@ -152,7 +152,8 @@ int pytpp_dispatch_missing(int isa)
         for (int nv = 1; nv <= PYTPP_NV_MAX; ++nv)
             for (int mr = 1; mr <= g->mr_max[nv]; ++mr)
                 for (int t = 0; t < 2; ++t)
-                    missing += !g->ukr[nv - 1][mr - 1][t] + !g->ukr_pf[nv - 1][mr - 1][t];
+                    missing += !g->ukr[nv - 1][mr - 1][t] + !g->ukr_pf[nv - 1][mr - 1][t] +
+                               !g->ukr_lpf[nv - 1][mr - 1][t];
         const pytpp_pk_kernels *p = lv->packed[dt];
         for (int nv = 1; nv <= p->nv_main; ++nv)
             for (int mr = 1; mr <= p->mr_main; ++mr)

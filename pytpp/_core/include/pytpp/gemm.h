@@ -43,17 +43,14 @@ typedef struct pytpp_gemm_kernels {
     int nv_main;                      /* vectors per row of the main register block */
     int mr_max[PYTPP_NV_MAX + 1];     /* largest MR available for nv = 1..NV_MAX */
     pytpp_ukr_fn ukr[PYTPP_NV_MAX][PYTPP_MR_MAX][2]; /* [nv-1][mr-1][masked] */
-    /* Same blocks, prefetching the next batch element's operands inside the k loop: for
-     * reductions whose operands stream from memory. These read ap[nb] and bp[nb] (one past the
-     * batch) as the block to prefetch during the last one: pass the next chunk's first block,
-     * or the last block again. */
+    /* Same blocks, prefetching the next batch element's operands inside the k loop (the
+     * block-sparse walk). These read ap[nb] and bp[nb] (one past the batch) as the block to
+     * prefetch during the last one: pass the next chunk's first block, or the last block again. */
     pytpp_ukr_fn ukr_pf[PYTPP_NV_MAX][PYTPP_MR_MAX][2];
-    /* How a BRGEMM reduction streaming from memory is fetched, as measured for this table: 1,
-     * by the PF variants (chunks of a quarter of L2); 0, by the driver, which brings the next
-     * chunk into L2 a slice per tile of this one (lookahead.h) while the plain variants run
-     * (chunks of an eighth). One Zen 5 core, 2000 x 64^3: AVX-512 f32 PF 218.9 GFLOP/s,
-     * look-ahead 170-177; f64 76 / 89; AVX2 f64 40 / 51-53, f32 90 / 94-99. */
-    int stream_pf;
+    /* Same blocks, fetching the byte range [ap[nb], bp[nb]) into L2 during the call, its lines
+     * spread evenly over the k steps (at most one per step; NULL, NULL: none): a BRGEMM
+     * reduction streaming from memory fetches its next chunk with these */
+    pytpp_ukr_fn ukr_lpf[PYTPP_NV_MAX][PYTPP_MR_MAX][2];
     /* Few rows of A (gemm_dot.inc), flags PYTPP_DOT_*. dot_nt: C (m x n) (+)= A B^T, A (m x k)
      * and B (n x k) rows with unit stride along k, every row of B read once per group of 4 rows
      * of A (x @ w.T at small m). dot_nn: the same for B (k x n) with unit column stride (x @ W)
