@@ -259,10 +259,11 @@ static int run_products(const pytpp_gemm_kernels *kt, const pytpp_cache_info *ci
     const int64_t esz = (int64_t)dtype_size(d->dtype);
     int err = 0;
     for (int64_t o = o0; o < o0 + len && !err; ++o) {
-        const successor after = {a + (o + 1) * outer_a * esz, b + (o + 1) * outer_b * esz};
+        const int last = o + 1 == o0 + len;
+        const successor after = {last ? NULL : a + (o + 1) * outer_a * esz,
+                                 last ? NULL : b + (o + 1) * outer_b * esz};
         err = brgemm_impl(kt, ci, d, a + o * outer_a * esz, b + o * outer_b * esz,
-                          c + o * outer_c * esz, batch, nthreads, cold,
-                          o + 1 < o0 + len ? &after : NULL);
+                          c + o * outer_c * esz, batch, nthreads, cold, last ? NULL : &after);
     }
     return err;
 }
