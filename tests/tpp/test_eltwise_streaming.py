@@ -81,14 +81,19 @@ def test_softmax_streaming_page_offsets(streaming_isa, ld, yoff):
 @pytest.mark.parametrize("dtype,m,n", [(np.float32, 1088, 2050), (np.float64, 544, 2049),
                                        (BF16, 2176, 2052), (np.float32, 1040, 2064),
                                        (np.float32, 1037, 2053), (np.float64, 517, 2051),
-                                       (BF16, 2175, 2051)])
+                                       (BF16, 2175, 2051),
+                                       # rows a multiple of 4 KiB apart: strips staged
+                                       (np.float32, 1090, 2048), (np.float64, 547, 2048),
+                                       (BF16, 2180, 2048), (BF16, 2179, 4096)])
 @pytest.mark.parametrize("xoff,yoff", [(0, 0), (4, 12), (1, 3)])
 def test_transpose_streaming_blocks(streaming_isa, threads, dtype, m, n, xoff, yoff):
     """Beyond 8 MiB. Output rows a whole number of 64-byte lines (m * size % 64 == 0): the
     blocked streaming path, with the tile grid shifted to the lines of x and of y; other rows
     (the last three cases): the same blocks, each row's whole lines streamed and the partial
     lines at its ends stored. Columns past the last block,
-    rows past the last 64-row block, and the prefetch two blocks ahead stopping at a row's end."""
+    rows past the last 64-row block, and the prefetch two blocks ahead stopping at a row's end.
+    Rows a multiple of 4 KiB apart (n = 2048, 4096): each strip copied into a row buffer first,
+    the last strip short."""
     rng = np.random.default_rng(m + xoff)
     x = view(m * n, dtype, xoff).reshape(m, n)
     x[:] = rng.standard_normal((m, n)).astype(dtype)
@@ -96,3 +101,15 @@ def test_transpose_streaming_blocks(streaming_isa, threads, dtype, m, n, xoff, y
     unary("transpose", m, n, dtype)(x, out)
     np.testing.assert_array_equal(out.view(np.uint8), np.ascontiguousarray(x.T).view(np.uint8))
 
+
+
+@pytest.mark.parametrize("yoff", [0, 5])
+def test_transpose_staged_strips_of_a_wider_buffer(streaming_isa, threads, yoff):
+    """x's rows lie 16 KiB apart in a wider buffer (ldi = 4096 > n): the staged strips copy
+    only the n columns of each row, and strips of 64 rows end short (m = 1100)."""
+    m, n, ld = 1100, 3001, 4096
+    rng = np.random.default_rng(yoff)
+    buf = rng.standard_normal(m * ld).astype(np.float32)
+    out = view(n * m, np.float32, yoff).reshape(n, m)
+    unary("transpose", m, n, np.float32, ldi=ld)(buf, out)
+    np.testing.assert_array_equal(out, buf.reshape(m, ld)[:, :n].T)

@@ -324,6 +324,7 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
      * shifted by a0 rows of x so that output tile rows start on 64-byte lines; rows [0, a0) run
      * first through the plain kernel. */
     int64_t a0 = 0, TBI = 64, TBJ = 64;   /* in-cache: 64 x 64 blocks (x and y blocks in L1/L2) */
+    int staged = 0;
     if (fn_nt && m * n * esz >= PYTPP_EW_TRANSPOSE_STREAM_MIN_BYTES) {
         const uintptr_t off = (uintptr_t)y % 64;
         if (off % (uintptr_t)esz == 0) {
@@ -335,6 +336,16 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
              * 4 output lines per output row inside (a multiple of its block for every size) */
             TBI = 128;
             TBJ = n;
+            /* Rows a multiple of 4 KiB apart (a power-of-two matrix) share a few cache sets,
+             * and the kernel's blocks read a line from each of 64 of them: where whole strips
+             * fit PYTPP_EW_TRANSPOSE_STAGE_BYTES, each strip (64 rows, 128 of 16-bit elements:
+             * a multiple of the kernel's block) is first copied row by row into a buffer of
+             * the thread's, its rows read one after another */
+            const int64_t rows = esz == 2 ? 128 : 64;
+            if ((ldx * esz) % 4096 == 0 && rows * n * esz <= PYTPP_EW_TRANSPOSE_STAGE_BYTES) {
+                staged = 1;
+                TBI = rows;
+            }
         }
     }
     /* In cache, output rows a multiple of 2 KiB apart fall in a few L1 sets (a 64 x 64 block's
@@ -354,18 +365,42 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
     const int64_t ntiles = tiles_i * tiles_j;
     int nt = (m * n < PYTPP_EW_PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
     if (nt > ntiles) nt = (int)ntiles;
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-    for (int64_t t = 0; t < ntiles; ++t) {
-        const int64_t ti = t / tiles_j, tj = t % tiles_j;
-        const int64_t i0 = ti * TBI, j0 = tj * TBJ;
-        const int64_t bm = imin(TBI, mr - i0), bn = imin(TBJ, n - j0);
-        const char *xs = xa + (i0 * ldx + j0) * esz;
-        char *ys = ya + (j0 * ldy + i0) * esz;
-        if (fn) fn(bm, bn, xs, ldx, ys, ldy);
-        else if (esz == 2) transpose_u16(bm, bn, (const uint16_t *)xs, ldx, (uint16_t *)ys, ldy);
-        else transpose_scalar(esz, bm, bn, xs, ldx, ys, ldy);
+    /* the staging buffer's row pitch: whole lines, and not a multiple of 4 KiB (the kernel's
+     * blocks read down its rows) */
+    const int64_t pitch = (TBJ * esz + 63) / 64 * 64 + 64;
+    int err = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
+    {
+        char *stage = NULL, *raw = NULL;
+        if (staged) {
+            raw = malloc((size_t)(TBI * pitch + 64));
+            stage = raw ? raw + (64 - (uintptr_t)raw % 64) % 64 : NULL;
+            err |= !raw;
+        }
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < ntiles; ++t) {
+            const int64_t ti = t / tiles_j, tj = t % tiles_j;
+            const int64_t i0 = ti * TBI, j0 = tj * TBJ;
+            const int64_t bm = imin(TBI, mr - i0), bn = imin(TBJ, n - j0);
+            const char *xs = xa + (i0 * ldx + j0) * esz;
+            char *ys = ya + (j0 * ldy + i0) * esz;
+            if (stage) {
+                for (int64_t r = 0; r < bm; ++r)
+                    memcpy(stage + r * pitch, xs + r * ldx * esz, (size_t)(bn * esz));
+                fn(bm, bn, stage, pitch / esz, ys, ldy);
+            } else if (staged) {
+                continue;   /* no memory for the buffer: reported below */
+            } else if (fn) {
+                fn(bm, bn, xs, ldx, ys, ldy);
+            } else if (esz == 2) {
+                transpose_u16(bm, bn, (const uint16_t *)xs, ldx, (uint16_t *)ys, ldy);
+            } else {
+                transpose_scalar(esz, bm, bn, xs, ldx, ys, ldy);
+            }
+        }
+        free(raw);
     }
-    return 0;
+    return err ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */

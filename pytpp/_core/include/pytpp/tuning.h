@@ -69,6 +69,13 @@
  * more streams than the hardware prefetcher follows). 4096^2 float32, one core of the Zen 4
  * guest, in alternating builds: 8.0 -> 5.9 ms; 1 block ahead 6.5 ms, 4 like 2, into L1 no gain. */
 #define PYTPP_EW_TRANSPOSE_PREFETCH_BLOCKS 2
+/* The streaming transpose of rows a multiple of 4 KiB apart copies each strip of rows of x
+ * (64, or 128 16-bit ones) into a buffer before moving it, when the strip's whole rows fit
+ * this many bytes. One Zen 5 core, float32, ms before -> after (as a fraction of numpy's copy
+ * of the same array): 4096^2 5.7 -> 4.6 (0.54 -> 0.71), 8192 x 2048 5.5 -> 4.7 (0.57 -> 0.69),
+ * 2048 x 8192 5.8 -> 5.3 (0.56 -> 0.62); the AVX2 level on 4096^2 5.6-5.8 -> 4.4-4.7. Strips
+ * cut into column chunks (rows of 1024 or 2048 float32 of 4096) lost the gain. */
+#define PYTPP_EW_TRANSPOSE_STAGE_BYTES (2 * 1024 * 1024)
 /* The scattering transpose of the convolution weight pack prefetches each source row this many
  * bytes ahead: a 3x3 512x512 float32 weight packed between two convolutions (its source out of
  * the caches), Zen 4 guest, one core: 1.81 -> 1.33 ms. */
