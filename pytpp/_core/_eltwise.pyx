@@ -132,11 +132,8 @@ def transpose(cnp.ndarray x, int64_t m, int64_t n, int64_t ldx, cnp.ndarray y, i
     cdef void *px = ptr(x)
     cdef void *py = ptr(y)
     cdef int nt = num_threads()
-    cdef int err
     with nogil:
-        err = pytpp_ew_transpose(k32, k64, esz, m, n, px, ldx, py, ldy, nt)
-    if err:
-        raise MemoryError("pytpp: no memory for the streaming transpose's row buffer")
+        pytpp_ew_transpose(k32, k64, esz, m, n, px, ldx, py, ldy, nt)
 
 
 def vnni(cnp.ndarray x, int64_t k, int64_t n, int64_t ldx, cnp.ndarray y, int esz, int alpha):

@@ -368,15 +368,11 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
     /* the staging buffer's row pitch: whole lines, and not a multiple of 4 KiB (the kernel's
      * blocks read down its rows) */
     const int64_t pitch = (TBJ * esz + 63) / 64 * 64 + 64;
-    int err = 0;
-#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : err)
+#pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        char *stage = NULL, *raw = NULL;
-        if (staged) {
-            raw = malloc((size_t)(TBI * pitch + 64));
-            stage = raw ? raw + (64 - (uintptr_t)raw % 64) % 64 : NULL;
-            err |= !raw;
-        }
+        /* (without memory for it, the thread's strips are moved from x itself) */
+        char *raw = staged ? malloc((size_t)(TBI * pitch + 64)) : NULL;
+        char *stage = raw ? raw + (64 - (uintptr_t)raw % 64) % 64 : NULL;
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < ntiles; ++t) {
             const int64_t ti = t / tiles_j, tj = t % tiles_j;
@@ -388,8 +384,6 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
                 for (int64_t r = 0; r < bm; ++r)
                     memcpy(stage + r * pitch, xs + r * ldx * esz, (size_t)(bn * esz));
                 fn(bm, bn, stage, pitch / esz, ys, ldy);
-            } else if (staged) {
-                continue;   /* no memory for the buffer: reported below */
             } else if (fn) {
                 fn(bm, bn, xs, ldx, ys, ldy);
             } else if (esz == 2) {
@@ -400,7 +394,7 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
         }
         free(raw);
     }
-    return err ? -1 : 0;
+    return 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -170,8 +170,7 @@ int pytpp_ew_reduce(const pytpp_ew_kernels *kt, int64_t m, int64_t n, const void
                     int x_dt, void *out, int out_dt, int axis, int op, int squared, int nthreads);
 
 /* y (n x m, ldy) = x^T (x: m x n, ldx); esz 2, 4 or 8 bytes. kt32/kt64: tables with 32/64-bit
- * transpose kernels (NULL: portable loop). Returns 0, or -1 when a streaming transpose's row
- * buffer cannot be allocated (y then incomplete). */
+ * transpose kernels (NULL: portable loop). Returns 0. */
 int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt64, int esz,
                        int64_t m, int64_t n, const void *x, int64_t ldx, void *y, int64_t ldy,
                        int nthreads);
