@@ -20,6 +20,21 @@ def test_transpose(isa, rng, threads, dtype):
         assert (out[:, m:] == 7).all()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, BF16, np.int64])
+@pytest.mark.parametrize("out_row_bytes", [2048, 4096, 8192, 12288])
+def test_transpose_output_rows_on_aliasing_strides(isa, rng, threads, dtype, out_row_bytes):
+    """Output rows a multiple of 2 KiB apart (in cache): up to 8 KiB apart each 64 x 64 tile
+    goes through the thread's two buffers, farther apart tiles of 16 columns; odd sizes leave
+    partial tiles at both edges, and the padding past m in each output row stays untouched."""
+    ldo = out_row_bytes // np.dtype(dtype).itemsize
+    for m, n in [(ldo - 3, 67), (min(ldo, 200) - 1, 130), (65, 1), (1, 129)]:
+        x = (rng.standard_normal((m, n + 5)) * 50).astype(dtype)
+        out = np.full((n, ldo), 7, dtype)
+        unary("transpose", m, n, dtype, ldi=n + 5, ldo=ldo)(x, out)
+        np.testing.assert_array_equal(out[:, :m], x[:, :n].T)
+        assert (out[:, m:] == 7).all()
+
+
 @pytest.mark.parametrize("op,ref", [("sum", np.sum), ("mul", np.prod), ("max", np.max), ("min", np.min)])
 @pytest.mark.parametrize("axis", [0, 1])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, BF16])

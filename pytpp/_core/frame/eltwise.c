@@ -349,11 +349,17 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
         }
     }
     /* In cache, output rows a multiple of 2 KiB apart fall in a few L1 sets (a 64 x 64 block's
-     * 64 rows of y, 4 KiB apart, in 4 sets of 12 ways): fewer rows of y per block. One Zen 5
-     * core, float32 x (m, n), us: (3072, 384) 700 -> 350, (1024, 1024) 639 -> 348, (2048, 512)
-     * 629 -> 301, (512, 2048) 414 -> 227, (1024, 256) 157 -> 74; (768, 1024) and (1000, 1000)
-     * keep 64 x 64 (157, 133). */
-    if (TBJ == 64 && (ldy * esz) % 2048 == 0) {
+     * 64 rows of y, 4 KiB apart, in 4 sets of 12 ways). Rows up to 8 KiB apart: each 64 x 64
+     * tile goes through two buffers of the thread's whose rows are not so aligned (x's rows
+     * copied in, the kernel from one to the other, y's rows copied out); farther apart: tiles
+     * of fewer columns. One Zen 5 core, in-process A/B, us, 16-column tiles -> buffered tiles:
+     * float32 (1024, 1024) 242-336 -> 225-246, (2048, 512) 279-286 -> 223-231, (1024, 1000)
+     * 269-280 -> 229-237, (1024, 256) 70-72 -> 55-59, (2048, 256) 141 -> 107; float64 (512,
+     * 1024) 258-268 -> 175-185; bfloat16 (1024, 2048) 291-387 -> 230-262. With y's rows 12-16
+     * KiB apart ((3072, 384), (4096, 64)) the buffers lost 20-35%; those keep the 16-column
+     * tiles (from 64 x 64: (3072, 384) 700 -> 350, (1024, 256) 157 -> 74 on this core). */
+    const int buffered = TBJ == 64 && (ldy * esz) % 2048 == 0 && ldy * esz <= 8192;
+    if (!buffered && TBJ == 64 && (ldy * esz) % 2048 == 0) {
         TBJ = 16;
         TBI = (ldy * esz) % 4096 == 0 ? 64 : 128;
     }
@@ -370,9 +376,13 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
     const int64_t pitch = (TBJ * esz + 63) / 64 * 64 + 64;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        /* (without memory for it, the thread's strips are moved from x itself) */
+        /* (without memory for its buffers, a thread moves its tiles from x to y directly) */
         char *raw = staged ? malloc((size_t)(TBI * pitch + 64)) : NULL;
         char *stage = raw ? raw + (64 - (uintptr_t)raw % 64) % 64 : NULL;
+        const int64_t dp = 64 + 64 / esz;   /* elements per buffer row: 64, plus a line */
+        char *draw = buffered && fn ? malloc((size_t)(2 * 64 * dp * esz + 64)) : NULL;
+        char *din = draw ? draw + (64 - (uintptr_t)draw % 64) % 64 : NULL;
+        char *dout = din ? din + 64 * dp * esz : NULL;
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < ntiles; ++t) {
             const int64_t ti = t / tiles_j, tj = t % tiles_j;
@@ -384,6 +394,12 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
                 for (int64_t r = 0; r < bm; ++r)
                     memcpy(stage + r * pitch, xs + r * ldx * esz, (size_t)(bn * esz));
                 fn(bm, bn, stage, pitch / esz, ys, ldy);
+            } else if (din) {
+                for (int64_t r = 0; r < bm; ++r)
+                    memcpy(din + r * dp * esz, xs + r * ldx * esz, (size_t)(bn * esz));
+                fn(bm, bn, din, dp, dout, dp);
+                for (int64_t c = 0; c < bn; ++c)
+                    memcpy(ys + c * ldy * esz, dout + c * dp * esz, (size_t)(bm * esz));
             } else if (fn) {
                 fn(bm, bn, xs, ldx, ys, ldy);
             } else if (esz == 2) {
@@ -393,6 +409,7 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
             }
         }
         free(raw);
+        free(draw);
     }
     return 0;
 }
