@@ -324,7 +324,7 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
      * shifted by a0 rows of x so that output tile rows start on 64-byte lines; rows [0, a0) run
      * first through the plain kernel. */
     int64_t a0 = 0, TBI = 64, TBJ = 64;   /* in-cache: 64 x 64 blocks (x and y blocks in L1/L2) */
-    int staged = 0;
+    int streaming = 0, staged = 0;
     if (fn_nt && m * n * esz >= PYTPP_EW_TRANSPOSE_STREAM_MIN_BYTES) {
         const uintptr_t off = (uintptr_t)y % 64;
         if (off % (uintptr_t)esz == 0) {
@@ -332,6 +332,7 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
             if (a0 > m) a0 = m;
             if (a0) fn(a0, n, x, ldx, y, ldy);
             fn = fn_nt;
+            streaming = 1;
             /* streaming: strips of 128 rows of x over all columns; the kernel moves blocks of
              * 4 output lines per output row inside (a multiple of its block for every size) */
             TBI = 128;
@@ -358,8 +359,9 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
      * 1024) 258-268 -> 175-185; bfloat16 (1024, 2048) 291-387 -> 230-262. With y's rows 12-16
      * KiB apart ((3072, 384), (4096, 64)) the buffers lost 20-35%; those keep the 16-column
      * tiles (from 64 x 64: (3072, 384) 700 -> 350, (1024, 256) 157 -> 74 on this core). */
-    const int buffered = TBJ == 64 && (ldy * esz) % 2048 == 0 && ldy * esz <= 8192;
-    if (!buffered && TBJ == 64 && (ldy * esz) % 2048 == 0) {
+    const int aliased = !streaming && (ldy * esz) % 2048 == 0;
+    const int buffered = aliased && ldy * esz <= 8192;
+    if (aliased && !buffered) {
         TBJ = 16;
         TBI = (ldy * esz) % 4096 == 0 ? 64 : 128;
     }
@@ -371,18 +373,15 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
     const int64_t ntiles = tiles_i * tiles_j;
     int nt = (m * n < PYTPP_EW_PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
     if (nt > ntiles) nt = (int)ntiles;
-    /* the staging buffer's row pitch: whole lines, and not a multiple of 4 KiB (the kernel's
-     * blocks read down its rows) */
-    const int64_t pitch = (TBJ * esz + 63) / 64 * 64 + 64;
+    /* Buffers, per thread: x's rows in (staged strips, buffered tiles) and the tile's rows out
+     * (buffered), each row whole lines and, with one line more, not a multiple of 4 KiB apart.
+     * Without memory for them a thread moves its tiles from x to y directly. */
+    const int64_t ldin = buffered ? 64 + 64 / esz : ((TBJ * esz + 63) / 64 * 64 + 64) / esz;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        /* (without memory for its buffers, a thread moves its tiles from x to y directly) */
-        char *raw = staged ? malloc((size_t)(TBI * pitch + 64)) : NULL;
-        char *stage = raw ? raw + (64 - (uintptr_t)raw % 64) % 64 : NULL;
-        const int64_t dp = 64 + 64 / esz;   /* elements per buffer row: 64, plus a line */
-        char *draw = buffered && fn ? malloc((size_t)(2 * 64 * dp * esz + 64)) : NULL;
-        char *din = draw ? draw + (64 - (uintptr_t)draw % 64) % 64 : NULL;
-        char *dout = din ? din + 64 * dp * esz : NULL;
+        const int64_t in_bytes = (staged || buffered) && fn ? TBI * ldin * esz : 0;
+        char *xin = in_bytes ? aligned_alloc(64, (size_t)(in_bytes * (buffered ? 2 : 1))) : NULL;
+        char *yout = xin && buffered ? xin + in_bytes : NULL;
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < ntiles; ++t) {
             const int64_t ti = t / tiles_j, tj = t % tiles_j;
@@ -390,26 +389,26 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
             const int64_t bm = imin(TBI, mr - i0), bn = imin(TBJ, n - j0);
             const char *xs = xa + (i0 * ldx + j0) * esz;
             char *ys = ya + (j0 * ldy + i0) * esz;
-            if (stage) {
+            if (!fn) {
+                if (esz == 2) transpose_u16(bm, bn, (const uint16_t *)xs, ldx, (uint16_t *)ys, ldy);
+                else transpose_scalar(esz, bm, bn, xs, ldx, ys, ldy);
+                continue;
+            }
+            int64_t ld = ldx;
+            if (xin) {
                 for (int64_t r = 0; r < bm; ++r)
-                    memcpy(stage + r * pitch, xs + r * ldx * esz, (size_t)(bn * esz));
-                fn(bm, bn, stage, pitch / esz, ys, ldy);
-            } else if (din) {
-                for (int64_t r = 0; r < bm; ++r)
-                    memcpy(din + r * dp * esz, xs + r * ldx * esz, (size_t)(bn * esz));
-                fn(bm, bn, din, dp, dout, dp);
+                    memcpy(xin + r * ldin * esz, xs + r * ldx * esz, (size_t)(bn * esz));
+                xs = xin, ld = ldin;
+            }
+            if (yout) {
+                fn(bm, bn, xs, ld, yout, ldin);
                 for (int64_t c = 0; c < bn; ++c)
-                    memcpy(ys + c * ldy * esz, dout + c * dp * esz, (size_t)(bm * esz));
-            } else if (fn) {
-                fn(bm, bn, xs, ldx, ys, ldy);
-            } else if (esz == 2) {
-                transpose_u16(bm, bn, (const uint16_t *)xs, ldx, (uint16_t *)ys, ldy);
+                    memcpy(ys + c * ldy * esz, yout + c * ldin * esz, (size_t)(bm * esz));
             } else {
-                transpose_scalar(esz, bm, bn, xs, ldx, ys, ldy);
+                fn(bm, bn, xs, ld, ys, ldy);
             }
         }
-        free(raw);
-        free(draw);
+        free(xin);
     }
     return 0;
 }
