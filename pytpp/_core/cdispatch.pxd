@@ -34,7 +34,7 @@ cdef extern from "pytpp/dispatch.h" nogil:
         const pytpp_i8_kernels *kt
         int isa
         uint32_t features
-        int u8s8_only
+        int s8_b_only
         int a7_only
     const pytpp_i8_entry pytpp_i8_kernel_list[PYTPP_I8_NKERNELS]
     const pytpp_i8_kernels *pytpp_i8_select(int isa, uint32_t features, int which, int a_signed,

@@ -1,7 +1,7 @@
-"""Quantized inference: exact u8 x s8 GEMM and quantized (dynamic) linear layers against
-torch._int_mm, torch's dynamically quantized Linear, onnxruntime (when installed: MatMulInteger,
-and the dynamically quantized linear graph DynamicQuantizeLinear + MatMulInteger + dequantize),
-numpy and pytpp's float32 kernels (ref)."""
+"""Quantized inference: exact u8 x s8 and s8 x s8 GEMM and quantized (dynamic) linear layers
+against torch._int_mm, torch's dynamically quantized Linear, onnxruntime (when installed:
+MatMulInteger, and the dynamically quantized linear graph DynamicQuantizeLinear + MatMulInteger
++ dequantize), numpy and pytpp's float32 kernels (ref)."""
 import numpy as np
 
 import pytpp
@@ -10,20 +10,22 @@ import pytpp
 FFN = ((1, 768, 3072), (32, 768, 3072), (128, 768, 3072), (512, 768, 3072), (128, 3072, 768))
 
 
-def _onnx_matmul_integer():
-    """An onnxruntime session running MatMulInteger(A u8, B s8, a_zero_point) -> int32, or None."""
+def _onnx_matmul_integer(a_signed=False):
+    """An onnxruntime session running MatMulInteger(A u8 or s8, B s8, a_zero_point) -> int32, or
+    None."""
     try:
         import onnx  # noqa: F401
         import onnxruntime as ort
         from onnx import TensorProto, helper
     except ImportError:
         return None
+    a_type = TensorProto.INT8 if a_signed else TensorProto.UINT8
     node = helper.make_node("MatMulInteger", ["A", "B", "za"], ["Y"])
     graph = helper.make_graph(
         [node], "mmi",
-        [helper.make_tensor_value_info("A", TensorProto.UINT8, ["m", "k"]),
+        [helper.make_tensor_value_info("A", a_type, ["m", "k"]),
          helper.make_tensor_value_info("B", TensorProto.INT8, ["k", "n"]),
-         helper.make_tensor_value_info("za", TensorProto.UINT8, [])],
+         helper.make_tensor_value_info("za", a_type, [])],
         [helper.make_tensor_value_info("Y", TensorProto.INT32, ["m", "n"])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     opts = ort.SessionOptions()
@@ -191,6 +193,32 @@ def _gemm(h, m, k, n, threads):
               nbytes=a.nbytes + b.nbytes + c.nbytes)
 
 
+def _gemm_s8s8(h, m, k, n, threads):
+    """s8 x s8, the operand types of torch._int_mm (symmetric quantization of both sides)."""
+    case = f"matmul_int8 s8s8 {m}x{k}x{n}"
+    if not h.wants(case):
+        return
+    rng = np.random.default_rng(0)
+    a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    c = np.empty((m, n), np.int32)
+    impls = [("pytpp matmul_int8", lambda: pytpp.quant.matmul_int8(a, b, out=c))]
+    torch = h.torch
+    if torch is not None and m > 16 and k % 8 == 0 and n % 8 == 0:
+        ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
+        impls.append(("torch._int_mm", lambda: torch._int_mm(ta, tb, out=tc)))
+    sess = _onnx_matmul_integer(a_signed=True)
+    if sess is not None:
+        feeds = {"A": a, "B": b, "za": np.array(0, np.int8)}
+        try:
+            label = f"onnxruntime MMI{_exactness(sess.run(None, feeds)[0], a, b, 0)}"
+            impls.append((label, lambda: sess.run(None, feeds)))
+        except Exception:   # an onnxruntime without the s8 x s8 kernel
+            pass
+    h.compare(case, threads, 2.0 * m * k * n, "GOP/s", "int8", impls,
+              nbytes=a.nbytes + b.nbytes + c.nbytes)
+
+
 def _linear(h, m, k, n, threads):
     case = f"quantized linear {m}x{k}x{n}"
     if not h.wants(case):
@@ -222,13 +250,16 @@ def _linear(h, m, k, n, threads):
 
 
 def run(h):
-    h.header("Quantized inference: u8 x s8 -> int32 GEMM, quantized linear (BERT-base FFN)")
+    h.header("Quantized inference: u8 x s8 and s8 x s8 -> int32 GEMM, quantized linear "
+             "(BERT-base FFN)")
     for threads in h.threads:
         h.set_threads(threads)
         _gemm(h, 1024, 1024, 1024, threads)
+        _gemm_s8s8(h, 1024, 1024, 1024, threads)
         for m, k, n in FFN:
             if h.quick and m > 128:
                 continue
             _gemm(h, m, k, n, threads)
+            _gemm_s8s8(h, m, k, n, threads)
             _linear(h, m, k, n, threads)
             _linear_static(h, m, k, n, threads)

@@ -40,6 +40,23 @@ def test_paths_agree_bit_for_bit(isa, rng, m, n, k, count):
     assert (np.abs(first - ref) <= count * k * 2.0 ** -24 * mag + 1e-30).all()
 
 
+@pytest.mark.parametrize("m,n,k,count", [(40, 1100, 70, 2), (150, 700, 260, 1)])
+def test_strided_a_packed_once_for_many_column_blocks(isa, threads, rng, m, n, k, count):
+    # A with column stride 2 is packed (no direct kernels), once per k block for all the column
+    # blocks of a wide n: the same bits as the contiguous A
+    a = bf16(rng, (count, m, 2 * k))[:, :, ::2]
+    b = bf16(rng, (count, k, n))
+    h = pytpp.tpp.brgemm(m, n, k, dtype=BF16, beta=0.0)
+    for kern in kernels():
+        with _lowp.using_kernel(kern, "bf16"):
+            want = h(np.ascontiguousarray(a), b, np.empty((m, n), np.float32), count)
+            got = h(a, b, np.empty((m, n), np.float32), count)
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=kern)
+    ref = np.einsum("bik,bkj->ij", a.astype(np.float64), b.astype(np.float64))
+    mag = np.einsum("bik,bkj->ij", np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    assert (np.abs(got - ref) <= count * k * 2.0 ** -24 * mag + 1e-30).all()
+
+
 def test_one_block_equals_matmul(isa, rng):
     # one product: the same chain per output as pytpp.matmul's bf16 kernels, so the same bits
     m, n, k = 37, 29, 91

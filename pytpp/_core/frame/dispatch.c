@@ -84,11 +84,10 @@ const pytpp_i8_kernels *pytpp_i8_select(int isa, uint32_t features, int which, i
                                         int b_signed)
 {
     if (isa < 0 || isa >= PYTPP_NISA || which < 0 || which >= PYTPP_I8_NKERNELS) return NULL;
-    const int u8s8 = !a_signed && b_signed;
     if (which == PYTPP_I8_AUTO) {
-        /* u8 x s8: vpdpbusd, on zmm where the level has them, else on ymm */
+        /* s8 B: vpdpbusd, on zmm where the level has them, else on ymm */
         static const int dots[] = {PYTPP_I8_VNNI, PYTPP_I8_AVX_VNNI};
-        for (int i = 0; i < 2 && u8s8; ++i) {
+        for (int i = 0; i < 2 && b_signed; ++i) {
             const pytpp_i8_entry *e = &pytpp_i8_kernel_list[dots[i]];
             if (isa >= e->isa && (features & e->features) == e->features) return e->kt;
         }
@@ -97,7 +96,7 @@ const pytpp_i8_kernels *pytpp_i8_select(int isa, uint32_t features, int which, i
     }
     const pytpp_i8_entry *e = &pytpp_i8_kernel_list[which];
     if (e->isa > isa || (features & e->features) != e->features) return NULL;
-    if (e->u8s8_only && !u8s8) return NULL;
+    if ((e->s8_b_only && !b_signed) || (e->a7_only && a_signed)) return NULL;
     return e->kt;
 }
 

@@ -24,6 +24,7 @@ static int64_t lp_b_panel(const pytpp_lowp_kernels *ks)
 }
 #define LP_B_BLOCK (192 * 1024) /* bytes of a packed B block: L2-resident */
 #define LP_MC_ROWS 96           /* rows of A packed at a time */
+#define LP_A_ONCE_BYTES (4 << 20) /* a thread's packed rows of A kept for all columns */
 
 typedef struct lp_plan {
     const pytpp_lowp_kernels *ks;
@@ -41,7 +42,12 @@ typedef struct lp_plan {
     const int32_t *comp;        /* added to int32 C by the kernels at the last store (NULL: none,
                                  * or added in a pass at the end: with an epilogue, which sees C
                                  * before it) */
-    /* colsum_scale: the column sums of the packed B panels and comp made of them, written column
+    int a_flip;                 /* an s8 A on quad kernels, packed as A + 128 */
+    int a_once;                 /* a thread packs its rows of A once per k block, for all its
+                                 * column blocks (else once per column block) */
+    int32_t cs_scale;           /* s: s * (the column sums of the B_i) joins comp (the caller's
+                                 * colsum_scale, and -128 for a flipped A; 0: none) */
+    /* cs_scale: the column sums of the packed B panels and comp made of them, written column
      * by column as the last k block's panels are packed (so comp points at cs_comp) */
     int32_t *colsum, *cs_comp;
     const int32_t *comp_in;
@@ -142,17 +148,18 @@ static void pack_b(const lp_plan *L, const char *b, int64_t kk, int64_t cols, vo
     else pack_b_bf16(L, (const uint16_t *)b, kk, cols, dst);
 }
 
-/* Columns [0, cols) of B into consecutive panels `panel` bytes apart: VNNI quads, and plain rows
- * 2 KiB apart or a multiple, by the table's packers of many panels where it has them (rows that
- * alias in L1), anything else panel by panel. */
+/* Columns [0, cols) of B into consecutive panels `panel` bytes apart: VNNI quads and plain rows
+ * with unit column stride by the table's packer across many panels where it has one (a row's
+ * bytes read front to back: u8 x s8 768 x 3072 B 74 -> 40 us against panel by panel, whose walk
+ * down k fetches each row's line twice), anything else panel by panel. */
 static void pack_b_panels(const lp_plan *L, const char *b, int64_t kk, int64_t cols, char *dst,
                           int64_t panel)
 {
     const pytpp_lowp_desc *d = L->d;
     const pytpp_i8_kernels *i8 = L->ks->i8;
     const int quads = d->g == 4 && d->rs_e == 1 && d->cs == 4;
-    const int aliasing = d->g == 1 && d->cs == 1 && d->rs_g > 0 && d->rs_g % 2048 == 0;
-    if (i8 && i8->pack_b_across && (quads || aliasing)) {
+    const int rows = d->g == 1 && d->cs == 1;
+    if (i8 && i8->pack_b_across && (quads || rows)) {
         i8->pack_b_across((const uint8_t *)b, d->rs_g, quads, kk, cols, dst, panel);
         return;
     }
@@ -188,10 +195,38 @@ static void lp_colsums(const lp_plan *L, const char *panel, int64_t kd, int64_t 
 {
     L->ks->i8->colsum(kd, panel, L->colsum + j0, cols, more);
     if (!last) return;
-    const uint32_t s = (uint32_t)L->d->colsum_scale;
+    const uint32_t s = (uint32_t)L->cs_scale;
     for (int64_t j = j0; j < j0 + cols; ++j)
         L->cs_comp[j] = (int32_t)((L->comp_in ? (uint32_t)L->comp_in[j] : 0u) +
                                   s * (uint32_t)L->colsum[j]);
+}
+
+/* The column sums of pre-packed B_i, every k block of every batch element, and comp made of
+ * them (weights packed once, multiplied by a flipped A: one pass over the packed bytes). */
+static void lp_packed_colsums(const lp_plan *L, const void *b, const pytpp_batch *bt)
+{
+    const pytpp_lowp_desc *d = L->d;
+    for (int64_t bi = 0; bi < bt->count; ++bi)
+        for (int64_t k0 = 0; k0 < d->k; k0 += L->kc) {
+            const int64_t kk = d->k - k0 < L->kc ? d->k - k0 : L->kc;
+            const char *blk = batch_ptr(bt, b, bi, 1, 1);
+            for (int64_t j0 = 0; j0 < d->n; j0 += L->nr)
+                lp_colsums(L, blk + packed_offset(L, k0, kk, j0), k_steps(L, kk), j0,
+                           d->n - j0 < L->nr ? d->n - j0 : L->nr, bi > 0 || k0 > 0,
+                           bi + 1 == bt->count && k0 + kk >= d->k);
+        }
+}
+
+/* Whether the kernels read A's rows where they lie (lane kernels) or through the direct bf16
+ * kernels, packing no A: raw-byte lanes on whole quads of an unflipped A (packing them was a
+ * copy: 2.4% of a 1024^3 u8 x s8 product); bf16 pairs likewise (a packed B panel is VNNI pair
+ * rows NR wide; the A panels' transpose took bf16 512^3 with VNNI B from 559 to 636 us). */
+static int lp_a_direct(const lp_plan *L)
+{
+    const pytpp_lowp_desc *d = L->d;
+    if (L->fold != 1 || d->csa != 1) return 0;
+    if (L->ks->i8) return L->group == 4 && !L->a_flip && d->k % 4 == 0;
+    return !L->widened && L->pk->brd[0][0][0] && d->k % 2 == 0;
 }
 
 /* One thread's part: rows of MR panels [p0, p1) and columns [j0, j1) (j0 a multiple of NR) of
@@ -212,13 +247,7 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
      * after another into the same panels, so each register block of C runs over all of them in
      * one call instead of storing and reloading C after every element. */
     const int64_t fold = L->fold;
-    /* Raw-byte lanes read A's rows where they lie when they are whole quads (packing them was a
-     * copy: 2.4% of a 1024^3 u8 x s8 product) */
-    const int a_direct = i8 && L->group == 4 && fold == 1 && d->csa == 1 && k % 4 == 0;
-    /* bf16 pairs likewise, through the direct kernels (a packed B panel is VNNI pair rows NR
-     * wide; the A panels' transpose took bf16 512^3 with VNNI B from 559 to 636 us) */
-    const int a_direct_bf16 = !i8 && !L->widened && L->pk->brd[0][0][0] && fold == 1 &&
-                              d->csa == 1 && k % 2 == 0;
+    const int a_direct = i8 && lp_a_direct(L), a_direct_bf16 = !i8 && lp_a_direct(L);
     for (int64_t bi = 0; bi < bt->count; bi += fold) {
         const int64_t nb = bt->count - bi < fold ? bt->count - bi : fold;
         for (int64_t k0 = 0; k0 < k; k0 += L->kc) {
@@ -259,12 +288,15 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                     }
 #endif
                 }
-                /* A: bf16 in MR-row panels; 8-bit as rows of packed lanes (kpt values each) */
+                /* A: bf16 in MR-row panels; 8-bit as rows of packed lanes (kpt values each),
+                 * from panel a_org on in abuf: the chunk's first, or with a_once the thread's
+                 * first, packed at the first column block only */
                 const int64_t apanel = kpt * MR * L->psz, mcp = L->mc / MR;
                 for (int64_t pc = p0; pc < p1; pc += mcp) {
                     const int64_t pe = pc + mcp < p1 ? pc + mcp : p1;
                     const int64_t rows_all = (m < pe * MR ? m : pe * MR) - pc * MR;
-                    for (int64_t e = 0; e < nb; ++e) {
+                    const int64_t a_org = L->a_once ? p0 : pc;
+                    for (int64_t e = 0; e < nb && (!L->a_once || n0 == j0); ++e) {
                         const char *ak = batch_ptr(bt, a, bi + e, 0, L->in_a) +
                                          k0 * d->csa * L->in_a;
                         if (a_direct || a_direct_bf16)
@@ -272,13 +304,13 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                         if (i8)
                             i8->pack_a((const uint8_t *)(ak + pc * MR * d->rsa * L->in_a), d->rsa,
                                        d->csa, rows_all, kk, kpt, kp, d->a_type == PYTPP_LP_S8,
-                                       abuf + e * kp * L->psz);
+                                       abuf + (pc - a_org) * apanel + e * kp * L->psz);
                         else
                             for (int64_t r = pc; r < pe; ++r) {
                                 const int64_t rows = m - r * MR < MR ? m - r * MR : MR;
                                 pack_a_bf16(L, (const uint16_t *)(ak + r * MR * d->rsa * L->in_a),
                                             d->rsa, d->csa, rows, kk,
-                                            abuf + (r - pc) * apanel + e * kp * MR * L->psz);
+                                            abuf + (r - a_org) * apanel + e * kp * MR * L->psz);
                             }
                     }
                     for (int64_t q = 0; q < npan; ++q) {
@@ -313,7 +345,7 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                                     cb);
                             else if (i8)
                                 i8->ukr[nv - 1][rows - 1][masked](
-                                    kd, abuf + (r - pc) * apanel, kpt, bblk + q * bpanel,
+                                    kd, abuf + (r - a_org) * apanel, kpt, bblk + q * bpanel,
                                     (int32_t *)(cq + r * MR * ldc * 4), ldc, accumulate, tail,
                                     cb);
                             else if (a_direct_bf16) {
@@ -325,7 +357,7 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                                     cq + r * MR * ldc * 4, ldc, accumulate, tail, NULL);
                             } else
                                 L->pk->ukr[nv - 1][rows - 1][masked](
-                                    kd, abuf + (r - pc) * apanel, bblk + q * bpanel,
+                                    kd, abuf + (r - a_org) * apanel, bblk + q * bpanel,
                                     cq + r * MR * ldc * 4, ldc, accumulate, tail);
                         }
                     }
@@ -350,7 +382,7 @@ static int lp_gemv_fits(const lp_plan *L)
 {
     const pytpp_lowp_desc *d = L->d;
     const pytpp_i8_kernels *i8 = L->ks->i8;
-    if (!i8 || !i8->gemv || d->b_packed || d->m > PYTPP_I8_GEMV_MR || d->colsum_scale) return 0;
+    if (!i8 || !i8->gemv || d->b_packed || d->m > PYTPP_I8_GEMV_MR || L->cs_scale) return 0;
     return (d->g == 1 && d->cs == 1) || (d->g == 4 && d->rs_e == 1 && d->cs == 4);
 }
 
@@ -404,7 +436,7 @@ static const pytpp_brd_table *lp_direct(const lp_plan *L, const pytpp_batch *bt)
     const int64_t w = L->ks->i8 ? 4 : 2;   /* elements per word */
     if (!t || !(*t)[0][0][0] || (L->ks->i8 && L->group != 4)) return NULL;
     if (d->b_packed || d->csa != 1 || d->k % w || d->g != w || d->rs_e != 1 || d->cs != w ||
-        d->colsum_scale)
+        L->cs_scale)
         return NULL;
     const double bytes = (double)bt->count * (double)d->k * (double)(d->m + d->n) * L->in_a;
     return bytes <= LP_DIRECT_BYTES ? t : NULL;
@@ -490,8 +522,10 @@ static int lp_plan_init(lp_plan *P, const pytpp_lowp_kernels *ks, const pytpp_lo
 {
     lp_plan L = {.ks = ks, .d = d};
     if (ks->i8) {
-        if (ks->i8->group == 4 && (d->a_type != PYTPP_LP_U8 || d->b_type != PYTPP_LP_S8))
-            return -1;
+        if (ks->i8->group == 4 && d->b_type != PYTPP_LP_S8) return -1;
+        L.a_flip = ks->i8->group == 4 && d->a_type == PYTPP_LP_S8;
+        if (L.a_flip && !ks->i8->colsum) return -1;
+        L.cs_scale = (int32_t)((uint32_t)d->colsum_scale - (L.a_flip ? 128u : 0u));
         L.group = ks->i8->group;
         L.k_pad = ks->i8->k_pad;
         L.psz = ks->i8->packed_size;
@@ -620,7 +654,6 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
         const int64_t ncap = L.nc < round_up(n, L.nr) ? L.nc : round_up(n, L.nr);
         /* (a pre-packed B needs no buffer of its own) */
         const size_t bbytes = d->b_packed ? 0 : (size_t)round_up(kp * ncap * L.psz, 64);
-        const size_t abytes = (size_t)round_up(kp * L.mc * L.psz, 64);
         const int64_t panels = (m + L.mr - 1) / L.mr, npan_n = (n + L.nr - 1) / L.nr;
         const int gemv = lp_gemv_fits(&L);
         int nt = nthreads < 1 ? 1 : nthreads;
@@ -639,17 +672,24 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
         } else if (nt > panels) {
             nt = (int)panels;
         }
+        /* A packed once per k block for all of a thread's column blocks where its rows fit in
+         * LP_A_ONCE_BYTES (a flipped or strided A was packed again for every NC columns) */
+        const int64_t pan_t = by_cols ? panels : (panels + nt - 1) / nt;
+        const int64_t cols_t = by_cols ? (npan_n + nt - 1) / nt * L.nr : n;
+        const size_t a_all = (size_t)round_up(pan_t * L.mr * kp * L.psz, 64);
+        L.a_once = !gemv && !lp_a_direct(&L) && cols_t > L.nc && a_all <= LP_A_ONCE_BYTES;
+        const size_t abytes = L.a_once ? a_all : (size_t)round_up(kp * L.mc * L.psz, 64);
         const size_t per_thread = by_cols ? bbytes + abytes : abytes;
         char *buf = (char *)aligned_alloc(64, (by_cols ? 0 : bbytes) + (size_t)nt * per_thread);
         int32_t *cs = NULL;
-        if (buf && d->colsum_scale && L.ks->i8 && L.ks->i8->colsum &&
-            d->c_type == PYTPP_LP_I32) {
+        if (buf && L.cs_scale && L.ks->i8 && L.ks->i8->colsum && d->c_type == PYTPP_LP_I32) {
             cs = (int32_t *)malloc((size_t)(2 * n) * sizeof(int32_t));  /* sums, then comp */
             if (cs) {
                 L.colsum = cs;
                 L.cs_comp = cs + n;
-                L.comp_in = comp;
+                L.comp_in = comp_at_end ? NULL : comp;  /* (an epilogue sees C before comp) */
                 L.comp = L.cs_comp;
+                if (d->b_packed) lp_packed_colsums(&L, b, batch);
             } else {
                 err = -1;
             }

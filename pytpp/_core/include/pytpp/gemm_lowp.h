@@ -60,7 +60,8 @@ typedef struct pytpp_i8_kernels {
     int in_size;                /* bytes of one input element: 1 (8-bit) or 2 (bf16) */
     int ftz;                    /* run under MXCSR DAZ+FTZ (widened bf16: the vdpbf16ps rule) */
     /* A rows [0, rows) x k [0, kk) as rows of lda packed values, zero from kk to pad (kk <=
-     * pad <= lda; the values past pad are left alone: the k range of another batch element) */
+     * pad <= lda; the values past pad are left alone: the k range of another batch element);
+     * sgn: A is s8, which raw-byte lanes (group 4) store as A + 128 */
     void (*pack_a)(const uint8_t *a, int64_t rsa, int64_t csa, int64_t rows, int64_t kk,
                    int64_t lda, int64_t pad, int sgn, void *dst);
     void (*pack_b)(const uint8_t *b, int g, int64_t rs_g, int64_t rs_e, int64_t cs, int64_t kk,
@@ -127,8 +128,10 @@ typedef struct pytpp_lowp_kernels {
 
 /* One low-precision BRGEMM (see the top of this file). comp (n int32 values, or NULL) is added
  * to every row of an int32 C at the end: the zero-point compensation of asymmetric
- * quantization. Returns 0, -1 if buffers could not be allocated, -2 for an operand type the
- * kernels cannot take (a signed A or an unsigned B on u8 x s8 quad kernels). */
+ * quantization. An s8 A on the quad kernels (vpdpbusd multiplies u8 by s8) runs as A + 128,
+ * and -128 times the column sums of the B_i joins comp (taken from the packed B panels).
+ * Returns 0, -1 if buffers could not be allocated, -2 for an operand type the kernels cannot
+ * take (an unsigned B on quad kernels). */
 int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *a,
                       const void *b, void *c, const pytpp_batch *batch, const int32_t *comp,
                       int nthreads);

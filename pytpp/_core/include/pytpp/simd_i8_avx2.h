@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "pytpp/gemm_pk_shapes.h"
+#include "pytpp/i8_interleave_ymm.h"
 
 typedef __m256i ivec_t;
 #define I8_VL 8
@@ -97,6 +98,8 @@ PYTPP_INLINE int64_t i8_interleave4(uint8_t *out, const uint8_t *r0, const uint8
                                     const uint8_t *r2, const uint8_t *r3, int64_t cols)
 {
     int64_t j = 0;
+    for (; j + 32 <= cols; j += 32)
+        i8_interleave4_32(out + 4 * j, r0 + j, r1 + j, r2 + j, r3 + j);
     for (; j + 16 <= cols; j += 16) {
         const __m128i x0 = _mm_loadu_si128((const __m128i *)(r0 + j));
         const __m128i x1 = _mm_loadu_si128((const __m128i *)(r1 + j));

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "pytpp/gemm_pk_shapes.h"
+#include "pytpp/i8_interleave_ymm.h"
 
 typedef __m512i ivec_t;
 #define I8_VL 16
@@ -64,6 +65,8 @@ PYTPP_INLINE int64_t i8_interleave4(uint8_t *out, const uint8_t *r0, const uint8
                                     const uint8_t *r2, const uint8_t *r3, int64_t cols)
 {
     int64_t j = 0;
+    for (; j + 32 <= cols; j += 32)
+        i8_interleave4_32(out + 4 * j, r0 + j, r1 + j, r2 + j, r3 + j);
     for (; j + 16 <= cols; j += 16) {
         __m512i v;
         i8_gv_plain(&v, r0 + j, r1 + j, r2 + j, r3 + j, 0);
