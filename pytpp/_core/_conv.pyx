@@ -48,8 +48,9 @@ cdef extern from "pytpp/conv.h" nogil:
 
     int64_t pytpp_conv_bf16_packed_elems(int64_t K, int64_t C, int64_t R, int64_t S,
                                          int64_t nr)
-    void pytpp_conv_bf16_pack(int64_t K, int64_t C, int64_t R, int64_t S, int64_t nr,
-                              const uint16_t *w, const int64_t *st, uint16_t *wpk)
+    void pytpp_conv_bf16_pack(const pytpp_ew_kernels *ew32, int64_t K, int64_t C, int64_t R,
+                              int64_t S, int64_t nr, const uint16_t *w, const int64_t *st,
+                              uint16_t *wpk, int nthreads)
     int pytpp_conv2d_forward_widened(const pytpp_gemm_kernels *gk32,
                                      const pytpp_ew_kernels *ew32, const pytpp_conv_shape *s,
                                      const float *x,
@@ -171,8 +172,10 @@ def bf16_pack(cnp.ndarray w, int64_t nr):
                                              cnp.NPY_UINT16, 0)
     cdef const uint16_t *pw = <const uint16_t *>cnp.PyArray_DATA(w)
     cdef uint16_t *pk = <uint16_t *>cnp.PyArray_DATA(wpk)
+    cdef const pytpp_ew_kernels *ew32 = level(active_isa()).eltwise[PYTPP_F32]
+    cdef int nt = num_threads()
     with nogil:
-        pytpp_conv_bf16_pack(K, C, R, S, nr, pw, st, pk)
+        pytpp_conv_bf16_pack(ew32, K, C, R, S, nr, pw, st, pk, nt)
     return wpk
 
 

@@ -148,6 +148,23 @@ def test_noncontiguous_input_and_packed_weight(isa, rng):
         want_nhwc.view(np.uint16))
 
 
+@pytest.mark.parametrize("K,C,R,S", [(37, 9, 3, 3), (33, 7, 1, 1), (5, 1, 2, 5), (64, 66, 3, 3),
+                                     (70, 1601, 3, 3)])
+def test_weight_views_pack_alike(isa, threads, rng, K, C, R, S):
+    # torch's contiguous layout goes through the 16-bit transpose (threads over panels past a
+    # million elements), other views element by element: the same packed weight, the same bits
+    x = rng.standard_normal((1, C, 5, 4)).astype(BF16)
+    w = rng.standard_normal((K, C, R, S)).astype(BF16)
+    want = conv2d(x, w, padding=(R // 2, S // 2))
+    wide = np.zeros((K, 2 * C, R, S), BF16)
+    wide[:, ::2] = w
+    taps_swapped = w.transpose(0, 1, 3, 2).copy().transpose(0, 1, 3, 2)
+    for view in (wide[:, ::2], np.asfortranarray(w), taps_swapped,
+                 PackedConvWeight(np.asfortranarray(w))):
+        got = conv2d(x, view, padding=(R // 2, S // 2))
+        np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
 def test_bias_alone_and_zero_sizes(rng):
     w = rng.standard_normal((4, 3, 3, 3)).astype(BF16)
     assert conv2d(np.zeros((0, 3, 5, 5), BF16), w).shape == (0, 4, 3, 3)

@@ -107,10 +107,12 @@ int pytpp_conv2d_forward_widened(const pytpp_gemm_kernels *gk32, const pytpp_ew_
                                  int64_t nr, int64_t bk, const float *bias, int act, void *out,
                                  int out_bf16, int out_nchw, int nthreads);
 /* w (K, C, R, S) bf16 with element strides st (C may be odd: the pack's C is even) -> wpk of
- * pytpp_conv_bf16_packed_elems(K, C, R, S, nr) bf16 words. */
+ * pytpp_conv_bf16_packed_elems(K, C, R, S, nr) bf16 words; ew32: the level's float32 table (its
+ * 16-bit transpose moves torch's layout; NULL: element by element); up to nthreads threads. */
 int64_t pytpp_conv_bf16_packed_elems(int64_t K, int64_t C, int64_t R, int64_t S, int64_t nr);
-void pytpp_conv_bf16_pack(int64_t K, int64_t C, int64_t R, int64_t S, int64_t nr,
-                          const uint16_t *w, const int64_t *st, uint16_t *wpk);
+void pytpp_conv_bf16_pack(const pytpp_ew_kernels *ew32, int64_t K, int64_t C, int64_t R,
+                          int64_t S, int64_t nr, const uint16_t *w, const int64_t *st,
+                          uint16_t *wpk, int nthreads);
 
 /* c (m x ncol, ldc) = sum over the nb blocks of A_i (m x k, strides rsa, csa) B_i (k x ncol)
  * (+ beta * c), in register blocks; ap, bp name the blocks' first elements. B's columns come in
