@@ -23,7 +23,7 @@ def kernels():
 
 
 @pytest.mark.parametrize("m,n,k,count", [(1, 1, 1, 1), (7, 17, 33, 3), (64, 64, 64, 4),
-                                         (13, 40, 300, 2), (65, 9, 6, 1)])
+                                         (13, 40, 300, 2), (65, 9, 6, 1), (9, 40, 3333, 1)])
 def test_paths_agree_bit_for_bit(isa, rng, m, n, k, count):
     a, b = bf16(rng, (count, m, k)), bf16(rng, (count, k, n))
     h = pytpp.tpp.brgemm(m, n, k, dtype=BF16, beta=0.0)

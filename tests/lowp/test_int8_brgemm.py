@@ -255,10 +255,31 @@ def test_aliasing_c_rows_accumulate_exactly(isa, rng, adt, bdt, row_elems, n):
             assert (big[:, n:] == -5).all(), kern
 
 
+@pytest.mark.parametrize("adt,bdt", PAIRS)
+def test_k_past_several_blocks(isa, rng, adt, bdt):
+    # k past three of the deepest k blocks any level plans (2048 8-bit values on a 48 KiB L1),
+    # k not a multiple of 4; plain, VNNI and pre-packed B; beta 1 over C's own values
+    m, n, k = 30, 100, 6150
+    a, b = ints(rng, (m, k), adt), ints(rng, (k, n), bdt)
+    c0 = ints(rng, (m, n), np.int32)
+    with np.errstate(over="ignore"):
+        want = (c0.astype(np.int64) + a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32)
+    plain = pytpp.tpp.gemm(m, n, k, dtype=adt, b_dtype=bdt, beta=1.0)
+    vnni = pytpp.tpp.gemm(m, n, k, dtype=adt, b_dtype=bdt, beta=1.0, b_vnni=True)
+    bv = pytpp.linalg.vnni_pack(b)
+    for kern in kernels_for(adt, bdt):
+        with _lowp.using_kernel(kern):
+            for h, bb in ((plain, b), (vnni, bv), (plain, plain.pack(b))):
+                c = c0.copy()
+                h(a, bb, c)
+                np.testing.assert_array_equal(c, want, err_msg=f"{kern} {type(bb).__name__}")
+
+
 @pytest.mark.parametrize("n,row,k", [(2048, 2048, 37), (100, 4096, 64), (33, 2048, 5)])
 def test_b_rows_aliasing_in_l1_exact(isa, rng, n, row, k):
-    # plain B rows 2 KiB apart or a multiple (packed two panels at a time on the raw-quad
-    # kernels): B a column slice of a wider array, a partial last panel, k not a multiple of 4
+    # plain B rows 2 KiB apart or a multiple (packed by quad rows across the panels on the
+    # raw-quad kernels): B a column slice of a wider array, a partial last panel, k not a
+    # multiple of 4
     m = 9
     a = ints(rng, (m, k), U8)
     wide = ints(rng, (k, row), I8)

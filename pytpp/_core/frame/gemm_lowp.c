@@ -15,12 +15,16 @@
 
 /* Bytes of one packed NR-column B panel at most: it stays in L1 while the A panels of a row
  * block pass by, with 16 KiB left for them, C and the stack (but at least half of L1): 16 KiB of
- * a 32 KiB L1, 32 KiB of 48 (Zen 5: u8 x s8 1024^3 in one k block instead of two, 2.26 -> 2.15
- * ms). */
+ * a 32 KiB L1. A 48 KiB L1 (Zen 4 and 5) takes twice its 32 KiB of room: the panel then streams
+ * from L2, and k up to 2048 runs as one block, a pass over C less (one Zen 5 core, u8 x s8
+ * 2048^3 18.8 -> 17.0 ms, 2048 x 4096 x 1024 18.8 -> 17.6, 128 x 8192 x 1024 2.52 -> 2.35;
+ * bf16 1024 x 2048 x 1024 9.5 -> 9.1; 1024^3 2.26 -> 2.15 when the room went from 16 to 32
+ * KiB). Smaller L1s keep the L1-resident rule (not measured the other way). */
 static int64_t lp_b_panel(const pytpp_lowp_kernels *ks)
 {
     const int64_t l1 = ks->l1 > 0 ? ks->l1 : 32 * 1024;
-    return l1 - 16 * 1024 > l1 / 2 ? l1 - 16 * 1024 : l1 / 2;
+    const int64_t room = l1 - 16 * 1024 > l1 / 2 ? l1 - 16 * 1024 : l1 / 2;
+    return l1 >= 48 * 1024 ? 2 * room : room;
 }
 #define LP_B_BLOCK (192 * 1024) /* bytes of a packed B block: L2-resident */
 #define LP_MC_ROWS 96           /* rows of A packed at a time */
