@@ -29,6 +29,7 @@ cdef extern from "pytpp/gemm_lowp.h" nogil:
         int accumulate
         int b_packed
         int32_t colsum_scale
+        const int32_t *b_colsum
         pytpp_lowp_epilogue_fn epilogue
         const void *epi_ctx
     ctypedef struct pytpp_lowp_kernels:
@@ -41,6 +42,8 @@ cdef extern from "pytpp/gemm_lowp.h" nogil:
     int64_t pytpp_lowp_packed_bytes(const pytpp_lowp_kernels *ks, int64_t k, int64_t n)
     void pytpp_lowp_pack_b(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *b,
                            void *dst)
+    int pytpp_lowp_packed_colsums(const pytpp_lowp_kernels *ks, int64_t k, int64_t n,
+                                  const void *packed, int32_t *out)
 
 
 cdef class LowpHandle:

@@ -121,6 +121,7 @@ cdef int fill_desc(pytpp_lowp_desc *d, tuple geom) except -1:
      d.c_type, d.accumulate) = geom[:14]
     d.b_packed = geom[14] if len(geom) > 14 else 0
     d.colsum_scale = geom[15] if len(geom) > 15 else 0
+    d.b_colsum = NULL
     d.epilogue = NULL
     d.epi_ctx = NULL
     return 0
@@ -148,14 +149,31 @@ def pack_b(int isa, int which, tuple geom, cnp.ndarray b, cnp.ndarray dst):
         pytpp_lowp_pack_b(&ks, &d, pb, pd)
 
 
+def packed_colsums(int isa, int which, int a_type, int64_t k, int64_t n, cnp.ndarray packed):
+    """The (n,) int32 column sums of a B packed by pack_b for these kernels (run's b_colsum),
+    or None for kernels without them."""
+    cdef pytpp_lowp_kernels ks
+    select(isa, which, a_type, PYTPP_LP_S8, &ks)
+    cdef cnp.ndarray out = cnp.PyArray_EMPTY(1, [max(n, 1)], cnp.NPY_INT32, 0)
+    cdef const void *pp = cnp.PyArray_DATA(packed)
+    cdef int32_t *po = <int32_t *>cnp.PyArray_DATA(out)
+    cdef int err
+    with nogil:
+        err = pytpp_lowp_packed_colsums(&ks, k, n, pp, po)
+    return None if err else out
+
+
 def run(int isa, int which, object a, object b, cnp.ndarray c, tuple geom, int mode,
         int64_t count, int64_t stride_a, int64_t stride_b, object off_a, object off_b,
-        object comp):
+        object comp, object b_colsum=None):
     """One BRGEMM. geom = (m, n, k, rsa, csa, g, rs_g, rs_e, cs, ldc, a_type, b_type, c_type,
-    accumulate[, b_packed[, colsum_scale]]), strides in elements. mode 0 stride (a, b arrays at their first block), 1 offset
-    (off_a / off_b int64 arrays), 2 address (a, b sequences of arrays)."""
+    accumulate[, b_packed[, colsum_scale]]), strides in elements. mode 0 stride (a, b arrays at
+    their first block), 1 offset (off_a / off_b int64 arrays), 2 address (a, b sequences of
+    arrays). b_colsum: a pre-packed B's column sums (packed_colsums) or None."""
     cdef pytpp_lowp_desc d
     fill_desc(&d, geom)
+    if b_colsum is not None:
+        d.b_colsum = <const int32_t *>cnp.PyArray_DATA(<cnp.ndarray>b_colsum)
     cdef pytpp_lowp_kernels ks
     select(isa, which, d.a_type, d.b_type, &ks)
     cdef pytpp_batch bt = stride_batch(count, stride_a, stride_b)
@@ -280,6 +298,7 @@ cdef class LowpHandle:
         self.desc.accumulate = accumulate
         self.desc.b_packed = 0
         self.desc.colsum_scale = 0
+        self.desc.b_colsum = NULL
         self.desc.epilogue = NULL
         self.desc.epi_ctx = NULL
         self.stride_a = m * k

@@ -104,6 +104,7 @@ class LowpPackedB:
         self.dtype = self._b.dtype
         self._kern = kern
         self._bufs: dict = {}
+        self._colsums: dict = {}
 
     def buffer(self, tag, a_type):
         """The packed bytes for kernel `tag` = (isa, forced kernel, a_type)."""
@@ -118,6 +119,16 @@ class LowpPackedB:
             _lowp.pack_b(isa, which, geom, b, buf)
             self._bufs[tag] = buf
         return buf
+
+    def colsums(self, tag):
+        """B's column sums for the kernels of `tag` (an s8 A on quad kernels runs as A + 128
+        and subtracts 128 times them), taken once from the packed bytes; None where the
+        kernels have none."""
+        if tag not in self._colsums:
+            isa, which, a_type = tag
+            self._colsums[tag] = _lowp.packed_colsums(isa, which, a_type, self._kern._k,
+                                                      self._kern._n, self.buffer(tag, a_type))
+        return self._colsums[tag]
 
     def __reduce__(self):
         return (_repack, (self._kern, self._b))
@@ -365,8 +376,9 @@ class LowpKernel(_handles.Kernel):
                 target.strides[0] // target.itemsize, a_type, _TYPE[pb.dtype],
                 _lowp.I32 if self._cdt == I32 else (_lowp.F32 if self._cdt == F32 else _lowp.BF16),
                 int(self._beta), 1)
+        sums = pb.colsums(tag) if a.dtype == np.int8 else None
         _lowp.run(self._isa_idx, which, a, buf, target, geom, 0, 1, 0, 0, None,
-                  None, comp)
+                  None, comp, sums)
         if target is not c:
             c[...] = target
         return c

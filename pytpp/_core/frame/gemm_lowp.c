@@ -194,15 +194,19 @@ static int64_t packed_offset(const lp_plan *L, int64_t k0, int64_t kk, int64_t n
 
 /* The column sums of one packed B panel (columns [j0, j0 + cols) of C) added to L->colsum
  * (started when not `more`), and on the last k block comp made of them. */
+static void lp_cs_comp(const lp_plan *L, const int32_t *sums, int64_t j0, int64_t cols)
+{
+    const uint32_t s = (uint32_t)L->cs_scale;
+    for (int64_t j = j0; j < j0 + cols; ++j)
+        L->cs_comp[j] = (int32_t)((L->comp_in ? (uint32_t)L->comp_in[j] : 0u) +
+                                  s * (uint32_t)sums[j]);
+}
+
 static void lp_colsums(const lp_plan *L, const char *panel, int64_t kd, int64_t j0, int64_t cols,
                        int more, int last)
 {
     L->ks->i8->colsum(kd, panel, L->colsum + j0, cols, more);
-    if (!last) return;
-    const uint32_t s = (uint32_t)L->cs_scale;
-    for (int64_t j = j0; j < j0 + cols; ++j)
-        L->cs_comp[j] = (int32_t)((L->comp_in ? (uint32_t)L->comp_in[j] : 0u) +
-                                  s * (uint32_t)L->colsum[j]);
+    if (last) lp_cs_comp(L, L->colsum, j0, cols);
 }
 
 /* The column sums of pre-packed B_i, every k block of every batch element, and comp made of
@@ -604,6 +608,22 @@ void pytpp_lowp_pack_b(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, c
     }
 }
 
+int pytpp_lowp_packed_colsums(const pytpp_lowp_kernels *ks, int64_t k, int64_t n,
+                              const void *packed, int32_t *out)
+{
+    pytpp_lowp_desc d = {.m = 1, .n = n, .k = k, .a_type = PYTPP_LP_U8, .b_type = PYTPP_LP_S8};
+    lp_plan L;
+    if (!ks->i8 || !ks->i8->colsum || lp_plan_init(&L, ks, &d)) return -2;
+    for (int64_t j = 0; j < n; ++j) out[j] = 0;
+    for (int64_t k0 = 0; k0 < k; k0 += L.kc) {
+        const int64_t kk = k - k0 < L.kc ? k - k0 : L.kc;
+        for (int64_t j0 = 0; j0 < n; j0 += L.nr)
+            ks->i8->colsum(k_steps(&L, kk), (const char *)packed + packed_offset(&L, k0, kk, j0),
+                           out + j0, n - j0 < L.nr ? n - j0 : L.nr, 1);
+    }
+    return 0;
+}
+
 int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *a,
                       const void *b, void *c, const pytpp_batch *batch, const int32_t *comp,
                       int nthreads)
@@ -693,7 +713,10 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
                 L.cs_comp = cs + n;
                 L.comp_in = comp_at_end ? NULL : comp;  /* (an epilogue sees C before comp) */
                 L.comp = L.cs_comp;
-                if (d->b_packed) lp_packed_colsums(&L, b, batch);
+                if (d->b_packed && d->b_colsum && batch->count == 1)
+                    lp_cs_comp(&L, d->b_colsum, 0, n);
+                else if (d->b_packed)
+                    lp_packed_colsums(&L, b, batch);
             } else {
                 err = -1;
             }

@@ -113,6 +113,9 @@ typedef struct pytpp_lowp_desc {
                                  * of the B_i) to every row of C with comp (s = -a_zero_point: the
                                  * compensation of a per-tensor zero point, the sums taken from
                                  * the packed panels in L1 instead of a pass over B) */
+    const int32_t *b_colsum;    /* a pre-packed B (batch of one) multiplied by an s8 A on quad
+                                 * kernels: its n column sums from pytpp_lowp_packed_colsums, or
+                                 * NULL (taken from the packed bytes in every call) */
     pytpp_lowp_epilogue_fn epilogue;    /* NULL: none */
     const void *epi_ctx;
 } pytpp_lowp_desc;
@@ -142,6 +145,10 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
 int64_t pytpp_lowp_packed_bytes(const pytpp_lowp_kernels *ks, int64_t k, int64_t n);
 void pytpp_lowp_pack_b(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *b,
                        void *dst);
+/* The column sums (int32, modulo 2^32) of a k x n B packed by pytpp_lowp_pack_b for the 8-bit
+ * kernels `ks` into out[0:n], for desc.b_colsum. Returns 0, or -2 for kernels without them. */
+int pytpp_lowp_packed_colsums(const pytpp_lowp_kernels *ks, int64_t k, int64_t n,
+                              const void *packed, int32_t *out);
 
 /* A quantized dense layer's forward pass on float32 x (m x k, row stride ldx), dynamic
  * per-tensor uint8 quantization of x onto [0, qmax] (qmax 255, or 127 for 7-bit kernels):
