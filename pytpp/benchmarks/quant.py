@@ -1,7 +1,7 @@
-"""Quantized inference: exact u8 x s8 and s8 x s8 GEMM and quantized (dynamic) linear layers
-against torch._int_mm, torch's dynamically quantized Linear, onnxruntime (when installed:
-MatMulInteger, and the dynamically quantized linear graph DynamicQuantizeLinear + MatMulInteger
-+ dequantize), numpy and pytpp's float32 kernels (ref)."""
+"""Quantized inference: exact 8-bit GEMM (u8 x s8, s8 x s8, u8 x u8) and quantized (dynamic)
+linear layers against torch._int_mm, torch's dynamically quantized Linear, onnxruntime (when
+installed: MatMulInteger, and the dynamically quantized linear graph DynamicQuantizeLinear +
+MatMulInteger + dequantize), numpy and pytpp's float32 kernels (ref)."""
 import numpy as np
 
 import pytpp
@@ -10,9 +10,9 @@ import pytpp
 FFN = ((1, 768, 3072), (32, 768, 3072), (128, 768, 3072), (512, 768, 3072), (128, 3072, 768))
 
 
-def _onnx_matmul_integer(a_signed=False):
-    """An onnxruntime session running MatMulInteger(A u8 or s8, B s8, a_zero_point) -> int32, or
-    None."""
+def _onnx_matmul_integer(a_signed=False, b_signed=True):
+    """An onnxruntime session running MatMulInteger(A u8 or s8, B s8 or u8, a_zero_point) ->
+    int32, or None."""
     try:
         import onnx  # noqa: F401
         import onnxruntime as ort
@@ -24,7 +24,8 @@ def _onnx_matmul_integer(a_signed=False):
     graph = helper.make_graph(
         [node], "mmi",
         [helper.make_tensor_value_info("A", a_type, ["m", "k"]),
-         helper.make_tensor_value_info("B", TensorProto.INT8, ["k", "n"]),
+         helper.make_tensor_value_info("B", TensorProto.INT8 if b_signed else TensorProto.UINT8,
+                                       ["k", "n"]),
          helper.make_tensor_value_info("za", a_type, [])],
         [helper.make_tensor_value_info("Y", TensorProto.INT32, ["m", "n"])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
@@ -193,23 +194,25 @@ def _gemm(h, m, k, n, threads):
               nbytes=a.nbytes + b.nbytes + c.nbytes)
 
 
-def _gemm_s8s8(h, m, k, n, threads):
-    """s8 x s8, the operand types of torch._int_mm (symmetric quantization of both sides)."""
-    case = f"matmul_int8 s8s8 {m}x{k}x{n}"
+def _gemm_types(h, m, k, n, threads, adt, bdt):
+    """The other type pairs: s8 x s8, the operand types of torch._int_mm (symmetric
+    quantization of both sides), and u8 x u8 (onnxruntime's MatMulInteger takes both)."""
+    name = {np.dtype(np.int8): "s8", np.dtype(np.uint8): "u8"}
+    case = f"matmul_int8 {name[np.dtype(adt)]}{name[np.dtype(bdt)]} {m}x{k}x{n}"
     if not h.wants(case):
         return
     rng = np.random.default_rng(0)
-    a = rng.integers(-128, 128, (m, k)).astype(np.int8)
-    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    a = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max + 1, (m, k)).astype(adt)
+    b = rng.integers(np.iinfo(bdt).min, np.iinfo(bdt).max + 1, (k, n)).astype(bdt)
     c = np.empty((m, n), np.int32)
     impls = [("pytpp matmul_int8", lambda: pytpp.quant.matmul_int8(a, b, out=c))]
     torch = h.torch
-    if torch is not None and m > 16 and k % 8 == 0 and n % 8 == 0:
+    if torch is not None and adt == bdt == np.int8 and m > 16 and k % 8 == 0 and n % 8 == 0:
         ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
         impls.append(("torch._int_mm", lambda: torch._int_mm(ta, tb, out=tc)))
-    sess = _onnx_matmul_integer(a_signed=True)
+    sess = _onnx_matmul_integer(a_signed=adt == np.int8, b_signed=bdt == np.int8)
     if sess is not None:
-        feeds = {"A": a, "B": b, "za": np.array(0, np.int8)}
+        feeds = {"A": a, "B": b, "za": np.array(0, adt)}
         try:
             label = f"onnxruntime MMI{_exactness(sess.run(None, feeds)[0], a, b, 0)}"
             impls.append((label, lambda: sess.run(None, feeds)))
@@ -250,16 +253,19 @@ def _linear(h, m, k, n, threads):
 
 
 def run(h):
-    h.header("Quantized inference: u8 x s8 and s8 x s8 -> int32 GEMM, quantized linear "
+    h.header("Quantized inference: 8-bit x 8-bit -> int32 GEMM, quantized linear "
              "(BERT-base FFN)")
     for threads in h.threads:
         h.set_threads(threads)
         _gemm(h, 1024, 1024, 1024, threads)
-        _gemm_s8s8(h, 1024, 1024, 1024, threads)
+        _gemm_types(h, 1024, 1024, 1024, threads, np.int8, np.int8)
+        _gemm_types(h, 1024, 1024, 1024, threads, np.uint8, np.uint8)
         for m, k, n in FFN:
             if h.quick and m > 128:
                 continue
             _gemm(h, m, k, n, threads)
-            _gemm_s8s8(h, m, k, n, threads)
+            _gemm_types(h, m, k, n, threads, np.int8, np.int8)
+            if m in (32, 128):
+                _gemm_types(h, m, k, n, threads, np.uint8, np.uint8)
             _linear(h, m, k, n, threads)
             _linear_static(h, m, k, n, threads)

@@ -72,12 +72,12 @@ const pytpp_i8_entry pytpp_i8_kernel_list[PYTPP_I8_NKERNELS] = {
     [PYTPP_I8_AVX2] = {"avx2", &pytpp_mm_i8_avx2, PYTPP_ISA_AVX2, 0, 0, 0},
     [PYTPP_I8_AVX512] = {"avx512", &pytpp_mm_i8_avx512, PYTPP_ISA_AVX512, 0, 0, 0},
     [PYTPP_I8_VNNI] = {"avx512_vnni", &pytpp_mm_i8_avx512_vnni, PYTPP_ISA_AVX512,
-                       PYTPP_FEAT_AVX512_VNNI, 1, 0},
+                       PYTPP_FEAT_AVX512_VNNI, 0, 0},
     /* 7-bit activations (reduce_range quantization) x s8 weights: vpmaddubsw, exact there */
     [PYTPP_I8_AVX2_U7] = {"avx2_u7", &pytpp_mm_i8_avx2_u7, PYTPP_ISA_AVX2, 0, 1, 1},
-    /* VEX vpdpbusd on ymm: u8 x s8 on CPUs with AVX-VNNI, AVX-512 or not */
+    /* VEX vpdpbusd on ymm, on CPUs with AVX-VNNI, AVX-512 or not */
     [PYTPP_I8_AVX_VNNI] = {"avx_vnni", &pytpp_mm_i8_avx_vnni, PYTPP_ISA_AVX2,
-                           PYTPP_FEAT_AVX_VNNI, 1, 0},
+                           PYTPP_FEAT_AVX_VNNI, 0, 0},
 };
 
 const pytpp_i8_kernels *pytpp_i8_select(int isa, uint32_t features, int which, int a_signed,
@@ -85,9 +85,10 @@ const pytpp_i8_kernels *pytpp_i8_select(int isa, uint32_t features, int which, i
 {
     if (isa < 0 || isa >= PYTPP_NISA || which < 0 || which >= PYTPP_I8_NKERNELS) return NULL;
     if (which == PYTPP_I8_AUTO) {
-        /* s8 B: vpdpbusd, on zmm where the level has them, else on ymm */
+        /* vpdpbusd, on zmm where the level has them, else on ymm (an s8 A or a u8 B runs
+         * flipped: gemm_lowp.h) */
         static const int dots[] = {PYTPP_I8_VNNI, PYTPP_I8_AVX_VNNI};
-        for (int i = 0; i < 2 && b_signed; ++i) {
+        for (int i = 0; i < 2; ++i) {
             const pytpp_i8_entry *e = &pytpp_i8_kernel_list[dots[i]];
             if (isa >= e->isa && (features & e->features) == e->features) return e->kt;
         }

@@ -47,6 +47,9 @@ typedef struct lp_plan {
                                  * or added in a pass at the end: with an epilogue, which sees C
                                  * before it) */
     int a_flip;                 /* an s8 A on quad kernels, packed as A + 128 */
+    int b_flip;                 /* a u8 B on quad kernels, packed as B - 128 */
+    uint32_t cs_const;          /* added to comp with the column sums: the caller's colsum_scale
+                                 * times 128 k for a flipped B (whose packed sums lack 128 k) */
     int a_once;                 /* a thread packs its rows of A once per k block, for all its
                                  * column blocks (else once per column block) */
     int32_t cs_scale;           /* s: s * (the column sums of the B_i) joins comp (the caller's
@@ -164,7 +167,7 @@ static void pack_b_panels(const lp_plan *L, const char *b, int64_t kk, int64_t c
     const int quads = d->g == 4 && d->rs_e == 1 && d->cs == 4;
     const int rows = d->g == 1 && d->cs == 1;
     if (i8 && i8->pack_b_across && (quads || rows)) {
-        i8->pack_b_across((const uint8_t *)b, d->rs_g, quads, kk, cols, dst, panel);
+        i8->pack_b_across((const uint8_t *)b, d->rs_g, quads, kk, cols, dst, panel, L->b_flip);
         return;
     }
     for (int64_t q = 0; q * L->nr < cols; ++q) {
@@ -199,7 +202,7 @@ static void lp_cs_comp(const lp_plan *L, const int32_t *sums, int64_t j0, int64_
     const uint32_t s = (uint32_t)L->cs_scale;
     for (int64_t j = j0; j < j0 + cols; ++j)
         L->cs_comp[j] = (int32_t)((L->comp_in ? (uint32_t)L->comp_in[j] : 0u) +
-                                  s * (uint32_t)sums[j]);
+                                  s * (uint32_t)sums[j] + L->cs_const);
 }
 
 static void lp_colsums(const lp_plan *L, const char *panel, int64_t kd, int64_t j0, int64_t cols,
@@ -444,7 +447,7 @@ static const pytpp_brd_table *lp_direct(const lp_plan *L, const pytpp_batch *bt)
     const int64_t w = L->ks->i8 ? 4 : 2;   /* elements per word */
     if (!t || !(*t)[0][0][0] || (L->ks->i8 && L->group != 4)) return NULL;
     if (d->b_packed || d->csa != 1 || d->k % w || d->g != w || d->rs_e != 1 || d->cs != w ||
-        L->cs_scale)
+        L->cs_scale || L->a_flip || L->b_flip)
         return NULL;
     const double bytes = (double)bt->count * (double)d->k * (double)(d->m + d->n) * L->in_a;
     return bytes <= LP_DIRECT_BYTES ? t : NULL;
@@ -530,9 +533,9 @@ static int lp_plan_init(lp_plan *P, const pytpp_lowp_kernels *ks, const pytpp_lo
 {
     lp_plan L = {.ks = ks, .d = d};
     if (ks->i8) {
-        if (ks->i8->group == 4 && d->b_type != PYTPP_LP_S8) return -1;
         L.a_flip = ks->i8->group == 4 && d->a_type == PYTPP_LP_S8;
-        if (L.a_flip && !ks->i8->colsum) return -1;
+        L.b_flip = ks->i8->group == 4 && d->b_type != PYTPP_LP_S8;
+        if ((L.a_flip || L.b_flip) && !ks->i8->colsum) return -1;
         L.cs_scale = (int32_t)((uint32_t)d->colsum_scale - (L.a_flip ? 128u : 0u));
         L.group = ks->i8->group;
         L.k_pad = ks->i8->k_pad;
@@ -608,6 +611,35 @@ void pytpp_lowp_pack_b(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, c
     }
 }
 
+/* 128 times the row sums of the A_i (over k and the batch) added to each row of int32 C: what
+ * a B run as B - 128 takes away (modulo 2^32). Returns 0 or -1 (no memory). */
+static int lp_add_row_sums(const lp_plan *L, const void *a, const pytpp_batch *bt, char *c,
+                           int64_t ldc)
+{
+    const pytpp_lowp_desc *d = L->d;
+    uint32_t *sums = (uint32_t *)calloc((size_t)d->m, sizeof(uint32_t));
+    if (!sums) return -1;
+    const int sgn = d->a_type == PYTPP_LP_S8;
+    for (int64_t e = 0; e < bt->count; ++e) {
+        const uint8_t *ae = (const uint8_t *)batch_ptr(bt, a, e, 0, 1);
+        for (int64_t i = 0; i < d->m; ++i) {
+            const uint8_t *row = ae + i * d->rsa;
+            int64_t t = 0;
+            if (sgn)
+                for (int64_t p = 0; p < d->k; ++p) t += (int8_t)row[p * d->csa];
+            else
+                for (int64_t p = 0; p < d->k; ++p) t += row[p * d->csa];
+            sums[i] += 128u * (uint32_t)t;
+        }
+    }
+    for (int64_t i = 0; i < d->m; ++i) {
+        uint32_t *row = (uint32_t *)c + i * ldc;
+        for (int64_t j = 0; j < d->n; ++j) row[j] += sums[i];
+    }
+    free(sums);
+    return 0;
+}
+
 int pytpp_lowp_packed_colsums(const pytpp_lowp_kernels *ks, int64_t k, int64_t n,
                               const void *packed, int32_t *out)
 {
@@ -633,6 +665,9 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
     lp_plan L;
     if (lp_plan_init(&L, ks, d)) return -2;
     if (d->colsum_scale && (d->b_packed || d->epilogue)) return -2;
+    if (L.b_flip && d->epilogue) return -2;
+    L.cs_const = L.b_flip ? 128u * (uint32_t)(d->k * batch->count) * (uint32_t)d->colsum_scale
+                          : 0u;
     /* A batch of shallow products (k within one block) folds as many elements into a block as
      * the B panel budget holds: 16 x 64^3 u8 x s8 ran 11 x 4 register blocks per element, each
      * loading and storing C around 32 k steps. */
@@ -706,7 +741,8 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
         const size_t per_thread = by_cols ? bbytes + abytes : abytes;
         char *buf = (char *)aligned_alloc(64, (by_cols ? 0 : bbytes) + (size_t)nt * per_thread);
         int32_t *cs = NULL;
-        if (buf && L.cs_scale && L.ks->i8 && L.ks->i8->colsum && d->c_type == PYTPP_LP_I32) {
+        if (buf && (L.cs_scale || L.cs_const) && L.ks->i8 && L.ks->i8->colsum &&
+            d->c_type == PYTPP_LP_I32) {
             cs = (int32_t *)malloc((size_t)(2 * n) * sizeof(int32_t));  /* sums, then comp */
             if (cs) {
                 L.colsum = cs;
@@ -755,6 +791,7 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
         free(cs);
     }
     if (!err && comp_at_end && d->c_type == PYTPP_LP_I32) add_comp(cw, ldc, m, n, comp);
+    if (!err && L.b_flip && d->k > 0 && batch->count > 0) err = lp_add_row_sums(&L, a, batch, cw, ldc);
     if (bf16_out) {
         if (!err) bf16_round_rows(scratch, (uint16_t *)c, m, n, d->ldc);
         free(scratch);

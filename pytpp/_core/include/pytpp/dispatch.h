@@ -77,8 +77,8 @@ typedef struct pytpp_i8_entry {
     const pytpp_i8_kernels *kt;
     int isa;                       /* lowest level that runs it */
     uint32_t features;             /* feature bits it needs beyond the level's */
-    int s8_b_only;                 /* B must be s8 (vpdpbusd's signed operand); A may be u8,
-                                    * or s8 run as A + 128 (gemm_lowp.h) */
+    int s8_b_only;                 /* B must be s8 (vpmaddubsw's signed operand; the vpdpbusd
+                                    * tables take every type, flipped: gemm_lowp.h) */
     int a7_only;                   /* A must be u8 with values in [0, 127]: never chosen by
                                     * AUTO */
 } pytpp_i8_entry;
@@ -86,9 +86,9 @@ typedef struct pytpp_i8_entry {
 extern const pytpp_i8_entry pytpp_i8_kernel_list[PYTPP_I8_NKERNELS];
 
 /* The 8-bit kernels a call at level `isa` runs on a CPU with `features` for A of signedness
- * a_signed and B of b_signed: `which`, or for AUTO the best that level has (vpdpbusd for u8 or
- * s8 A x s8 B where AVX512_VNNI exists, or on ymm where AVX-VNNI does, else the level's int16
- * kernels). NULL when `which` cannot run there or cannot take those types. */
+ * a_signed and B of b_signed: `which`, or for AUTO the best that level has (vpdpbusd where
+ * AVX512_VNNI exists, or on ymm where AVX-VNNI does, else the level's int16 kernels). NULL when
+ * `which` cannot run there or cannot take those types. */
 const pytpp_i8_kernels *pytpp_i8_select(int isa, uint32_t features, int which, int a_signed,
                                         int b_signed);
 

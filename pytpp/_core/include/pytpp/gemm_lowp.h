@@ -64,14 +64,15 @@ typedef struct pytpp_i8_kernels {
      * sgn: A is s8, which raw-byte lanes (group 4) store as A + 128 */
     void (*pack_a)(const uint8_t *a, int64_t rsa, int64_t csa, int64_t rows, int64_t kk,
                    int64_t lda, int64_t pad, int sgn, void *dst);
+    /* sgn: B is s8; an unsigned B on raw-byte lanes (group 4) is stored as B - 128 */
     void (*pack_b)(const uint8_t *b, int g, int64_t rs_g, int64_t rs_e, int64_t cs, int64_t kk,
                    int64_t cols, int sgn, void *dst);
     /* raw-quad families (else NULL): B (plain rows, vnni 0, row stride rs; or VNNI quad rows,
      * vnni 1, quad-row stride rs), columns [0, cols) into ceil(cols / NR) panels `panel` bytes
-     * apart as pack_b writes each, a quad row at a time across a group of panels (for rows that
-     * alias in L1) */
+     * apart as pack_b writes each, a quad row at a time across all the panels (each row read
+     * once front to end); flip: B unsigned, stored as B - 128 */
     void (*pack_b_across)(const uint8_t *b, int64_t rs, int vnni, int64_t kk, int64_t cols,
-                          void *dst, int64_t panel);
+                          void *dst, int64_t panel, int flip);
     /* integer families (else NULL): the column sums of one packed panel over ks steps,
      * out[0:cols] (+)= them */
     void (*colsum)(int64_t ks, const void *panel, int32_t *out, int64_t cols, int accumulate);
@@ -131,10 +132,13 @@ typedef struct pytpp_lowp_kernels {
 
 /* One low-precision BRGEMM (see the top of this file). comp (n int32 values, or NULL) is added
  * to every row of an int32 C at the end: the zero-point compensation of asymmetric
- * quantization. An s8 A on the quad kernels (vpdpbusd multiplies u8 by s8) runs as A + 128,
- * and -128 times the column sums of the B_i joins comp (taken from the packed B panels).
- * Returns 0, -1 if buffers could not be allocated, -2 for an operand type the kernels cannot
- * take (an unsigned B on quad kernels). */
+ * quantization. The quad kernels (vpdpbusd multiplies u8 A by s8 B) take the other types
+ * flipped: an s8 A runs as A' = A + 128 and a u8 B as B' = B - 128, packed so, and
+ * A B = A' B' - 128 colsum(B') [A flipped] + 128 rowsum(A) [B flipped] (modulo 2^32): the
+ * column term joins comp (sums taken from the packed panels), the row term is added to C at the
+ * end (sums taken from A in a pass of their own; no epilogue then). Returns 0, -1 if buffers
+ * could not be allocated, -2 for operands the kernels cannot take (a flipped B with an
+ * epilogue). */
 int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *a,
                       const void *b, void *c, const pytpp_batch *batch, const int32_t *comp,
                       int nthreads);

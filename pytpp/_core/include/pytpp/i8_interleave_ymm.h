@@ -9,12 +9,14 @@
 #include "pytpp/kernel_common.h"
 
 PYTPP_INLINE void i8_interleave4_32(uint8_t *out, const uint8_t *r0, const uint8_t *r1,
-                                    const uint8_t *r2, const uint8_t *r3)
+                                    const uint8_t *r2, const uint8_t *r3, int flip)
 {
-    const __m256i x0 = _mm256_loadu_si256((const __m256i *)r0);
-    const __m256i x1 = _mm256_loadu_si256((const __m256i *)r1);
-    const __m256i x2 = _mm256_loadu_si256((const __m256i *)r2);
-    const __m256i x3 = _mm256_loadu_si256((const __m256i *)r3);
+    /* flip: bytes XOR 0x80 (an unsigned B stored as B - 128) */
+    const __m256i fx = _mm256_set1_epi8(flip ? (char)0x80 : 0);
+    const __m256i x0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)r0), fx);
+    const __m256i x1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)r1), fx);
+    const __m256i x2 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)r2), fx);
+    const __m256i x3 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)r3), fx);
     /* byte pairs, then quads, of columns {0-7, 16-23} and {8-15, 24-31} */
     const __m256i lo01 = _mm256_unpacklo_epi8(x0, x1), hi01 = _mm256_unpackhi_epi8(x0, x1);
     const __m256i lo23 = _mm256_unpacklo_epi8(x2, x3), hi23 = _mm256_unpackhi_epi8(x2, x3);

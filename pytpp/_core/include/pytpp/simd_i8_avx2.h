@@ -8,6 +8,7 @@
 
 typedef __m256i ivec_t;
 #define I8_VL 8
+#define V_I8_FLIP(v) _mm256_xor_si256((v), _mm256_set1_epi8((char)0x80))
 #if defined(PYTPP_I8_AVX_VNNI)
 /* AVX-VNNI (VEX vpdpbusd on ymm, CPUs with it and without AVX-512): u8 x s8 raw quads, one
  * instruction per 32 products, the AVX512_VNNI kernels' layout at half the width. */
@@ -95,16 +96,17 @@ PYTPP_INLINE int64_t i8_quad_pairs(int16_t *out, int16_t *out1, const uint8_t *s
 /* out[4j + e] = r_e[j], 16 columns at a time (the B packer's plain rows); returns the columns
  * done */
 PYTPP_INLINE int64_t i8_interleave4(uint8_t *out, const uint8_t *r0, const uint8_t *r1,
-                                    const uint8_t *r2, const uint8_t *r3, int64_t cols)
+                                    const uint8_t *r2, const uint8_t *r3, int64_t cols, int flip)
 {
     int64_t j = 0;
     for (; j + 32 <= cols; j += 32)
-        i8_interleave4_32(out + 4 * j, r0 + j, r1 + j, r2 + j, r3 + j);
+        i8_interleave4_32(out + 4 * j, r0 + j, r1 + j, r2 + j, r3 + j, flip);
+    const __m128i fx = _mm_set1_epi8(flip ? (char)0x80 : 0);
     for (; j + 16 <= cols; j += 16) {
-        const __m128i x0 = _mm_loadu_si128((const __m128i *)(r0 + j));
-        const __m128i x1 = _mm_loadu_si128((const __m128i *)(r1 + j));
-        const __m128i x2 = _mm_loadu_si128((const __m128i *)(r2 + j));
-        const __m128i x3 = _mm_loadu_si128((const __m128i *)(r3 + j));
+        const __m128i x0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(r0 + j)), fx);
+        const __m128i x1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(r1 + j)), fx);
+        const __m128i x2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(r2 + j)), fx);
+        const __m128i x3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(r3 + j)), fx);
         const __m128i lo01 = _mm_unpacklo_epi8(x0, x1), hi01 = _mm_unpackhi_epi8(x0, x1);
         const __m128i lo23 = _mm_unpacklo_epi8(x2, x3), hi23 = _mm_unpackhi_epi8(x2, x3);
         _mm256_storeu_si256((__m256i *)(out + 4 * j),
@@ -116,8 +118,8 @@ PYTPP_INLINE int64_t i8_interleave4(uint8_t *out, const uint8_t *r0, const uint8
     }
     return j;
 }
-#define I8_INTERLEAVE4(out, r0, r1, r2, r3, cols)                                             \
-    i8_interleave4((out), (r0), (r1), (r2), (r3), (cols))
+#define I8_INTERLEAVE4(out, r0, r1, r2, r3, cols, flip)                                       \
+    i8_interleave4((out), (r0), (r1), (r2), (r3), (cols), (flip))
 /* raw quads: four plain rows byte-interleaved, or a VNNI quad row as it is */
 PYTPP_INLINE void i8_gv_plain(__m256i *out, const uint8_t *r0, const uint8_t *r1,
                               const uint8_t *r2, const uint8_t *r3, int sgn)

@@ -24,6 +24,7 @@ PYTPP_INLINE __m512i i8_bcast32(const uint8_t *p)
     return _mm512_set1_epi32(x);
 }
 #define V_I8_BCAST_A(p) i8_bcast32(p)
+#define V_I8_FLIP(v) _mm512_xor_si512((v), _mm512_set1_epi8((char)0x80))
 #if defined(PYTPP_I8_VNNI)
 #define PYTPP_ISA_NAME avx512_vnni
 #define I8_GROUP 4
@@ -62,20 +63,20 @@ PYTPP_INLINE void i8_gv_plain(__m512i *out, const uint8_t *r0, const uint8_t *r1
 /* out[4j + e] = r_e[j], 16 columns at a time (the B packer's plain rows); returns the columns
  * done */
 PYTPP_INLINE int64_t i8_interleave4(uint8_t *out, const uint8_t *r0, const uint8_t *r1,
-                                    const uint8_t *r2, const uint8_t *r3, int64_t cols)
+                                    const uint8_t *r2, const uint8_t *r3, int64_t cols, int flip)
 {
     int64_t j = 0;
     for (; j + 32 <= cols; j += 32)
-        i8_interleave4_32(out + 4 * j, r0 + j, r1 + j, r2 + j, r3 + j);
+        i8_interleave4_32(out + 4 * j, r0 + j, r1 + j, r2 + j, r3 + j, flip);
     for (; j + 16 <= cols; j += 16) {
         __m512i v;
         i8_gv_plain(&v, r0 + j, r1 + j, r2 + j, r3 + j, 0);
-        _mm512_storeu_si512((void *)(out + 4 * j), v);
+        _mm512_storeu_si512((void *)(out + 4 * j), flip ? V_I8_FLIP(v) : v);
     }
     return j;
 }
-#define I8_INTERLEAVE4(out, r0, r1, r2, r3, cols)                                             \
-    i8_interleave4((out), (r0), (r1), (r2), (r3), (cols))
+#define I8_INTERLEAVE4(out, r0, r1, r2, r3, cols, flip)                                       \
+    i8_interleave4((out), (r0), (r1), (r2), (r3), (cols), (flip))
 #else
 /* int16 pairs: rows (0, 1) and (2, 3) interleaved and widened, or a quad row split in two */
 PYTPP_INLINE __m512i i8_gv_widen(__m256i x, int sgn)
