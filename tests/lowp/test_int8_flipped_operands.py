@@ -4,6 +4,8 @@ every path that takes this route is checked exactly against an int64 reference (
 plain, VNNI and pre-packed B, several k blocks, a batch folded into one block, beta 1, the
 caller's comp, strided A, both thread splits, and the zero points of pytpp.quant.matmul_int8
 (whose own column-sum term then adds to the flip's)."""
+import itertools
+
 import numpy as np
 import pytest
 
@@ -51,19 +53,19 @@ def test_auto_picks_vpdpbusd_for_every_pair():
 def test_plain_vnni_and_prepacked_b(threads, rng, adt, bdt, m, n, k):
     a, b = ints(rng, (m, k), adt), ints(rng, (k, n), bdt)
     comp = ints(rng, (n,), np.int32)
-    want = ref(a, b)
+    with np.errstate(over="ignore"):
+        wants = {None: ref(a, b), "comp": ref(a, b) + comp}
     plain = pytpp.tpp.gemm(m, n, k, dtype=adt, b_dtype=bdt, beta=0.0)
     vnni = pytpp.tpp.gemm(m, n, k, dtype=adt, b_dtype=bdt, beta=0.0, b_vnni=True)
     bv = pytpp.linalg.vnni_pack(b)
     for kern in quad_kernels(adt, bdt):
         with _lowp.using_kernel(kern):
-            for h, bb in ((plain, b), (vnni, bv), (plain, plain.pack(b)), (vnni, vnni.pack(bv))):
+            forms = {"plain": (plain, b), "vnni": (vnni, bv), "plain packed": (plain, plain.pack(b)),
+                     "vnni packed": (vnni, vnni.pack(bv))}
+            for (name, (h, bb)), (cname, want) in itertools.product(forms.items(), wants.items()):
                 c = np.full((m, n), 7, np.int32)
-                assert h(a, bb, c) is c
-                np.testing.assert_array_equal(c, want, err_msg=f"{kern} {type(bb).__name__}")
-                with np.errstate(over="ignore"):
-                    np.testing.assert_array_equal(h(a, bb, c, comp=comp), want + comp,
-                                                  err_msg=f"{kern} comp")
+                assert h(a, bb, c, comp=None if cname is None else comp) is c
+                np.testing.assert_array_equal(c, want, err_msg=f"{kern} {name} {cname}")
 
 
 @pytest.mark.parametrize("adt,bdt", PAIRS)
