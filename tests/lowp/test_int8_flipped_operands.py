@@ -60,8 +60,8 @@ def test_plain_vnni_and_prepacked_b(threads, rng, adt, bdt, m, n, k):
     bv = pytpp.linalg.vnni_pack(b)
     for kern in quad_kernels(adt, bdt):
         with _lowp.using_kernel(kern):
-            forms = {"plain": (plain, b), "vnni": (vnni, bv), "plain packed": (plain, plain.pack(b)),
-                     "vnni packed": (vnni, vnni.pack(bv))}
+            forms = {"plain": (plain, b), "vnni": (vnni, bv),
+                     "plain packed": (plain, plain.pack(b)), "vnni packed": (vnni, vnni.pack(bv))}
             for (name, (h, bb)), (cname, want) in itertools.product(forms.items(), wants.items()):
                 c = np.full((m, n), 7, np.int32)
                 assert h(a, bb, c, comp=None if cname is None else comp) is c

@@ -195,8 +195,7 @@ static int64_t packed_offset(const lp_plan *L, int64_t k0, int64_t kk, int64_t n
     return (k0 * npad + k_padded(L, kk) * n0) * L->psz;
 }
 
-/* The column sums of one packed B panel (columns [j0, j0 + cols) of C) added to L->colsum
- * (started when not `more`), and on the last k block comp made of them. */
+/* comp of columns [j0, j0 + cols) made of the column sums `sums` (of the packed B_i). */
 static void lp_cs_comp(const lp_plan *L, const int32_t *sums, int64_t j0, int64_t cols)
 {
     const uint32_t s = (uint32_t)L->cs_scale;
@@ -205,6 +204,8 @@ static void lp_cs_comp(const lp_plan *L, const int32_t *sums, int64_t j0, int64_
                                   s * (uint32_t)sums[j] + L->cs_const);
 }
 
+/* The column sums of one packed B panel (columns [j0, j0 + cols) of C) added to L->colsum
+ * (started when not `more`), and on the last k block comp made of them. */
 static void lp_colsums(const lp_plan *L, const char *panel, int64_t kd, int64_t j0, int64_t cols,
                        int more, int last)
 {
@@ -393,7 +394,8 @@ static int lp_gemv_fits(const lp_plan *L)
 {
     const pytpp_lowp_desc *d = L->d;
     const pytpp_i8_kernels *i8 = L->ks->i8;
-    if (!i8 || !i8->gemv || d->b_packed || d->m > PYTPP_I8_GEMV_MR || L->cs_scale) return 0;
+    if (!i8 || !i8->gemv || d->b_packed || d->m > PYTPP_I8_GEMV_MR || L->cs_scale || L->cs_const)
+        return 0;
     return (d->g == 1 && d->cs == 1) || (d->g == 4 && d->rs_e == 1 && d->cs == 4);
 }
 
@@ -795,7 +797,8 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
         free(cs);
     }
     if (!err && comp_at_end && d->c_type == PYTPP_LP_I32) add_comp(cw, ldc, m, n, comp);
-    if (!err && L.b_flip && d->k > 0 && batch->count > 0) err = lp_add_row_sums(&L, a, batch, cw, ldc);
+    if (!err && L.b_flip && d->k > 0 && batch->count > 0)
+        err = lp_add_row_sums(&L, a, batch, cw, ldc);
     if (bf16_out) {
         if (!err) bf16_round_rows(scratch, (uint16_t *)c, m, n, d->ldc);
         free(scratch);
