@@ -48,6 +48,9 @@ typedef struct lp_plan {
                                  * before it) */
     int a_flip;                 /* an s8 A on quad kernels, packed as A + 128 */
     int b_flip;                 /* a u8 B on quad kernels, packed as B - 128 */
+    const uint32_t *rsum;       /* flipped B: 128 x the row sums of the A_i, which the kernels
+                                 * add at the last store of each tile (NULL: none, or added in a
+                                 * pass at the end: the small-m path) */
     uint32_t cs_const;          /* added to comp with the column sums: the caller's colsum_scale
                                  * times 128 k for a flipped B (whose packed sums lack 128 k) */
     int a_once;                 /* a thread packs its rows of A once per k block, for all its
@@ -59,6 +62,16 @@ typedef struct lp_plan {
     int32_t *colsum, *cs_comp;
     const int32_t *comp_in;
 } lp_plan;
+
+/* sums[i] added to every column of row i of rows x cols of int32 C: 128 times A's row sums, what
+ * a B run as B - 128 takes away (modulo 2^32) */
+static void add_rows(char *c, int64_t ldc, int64_t rows, int64_t cols, const uint32_t *sums)
+{
+    for (int64_t i = 0; i < rows; ++i) {
+        uint32_t *row = (uint32_t *)c + i * ldc;
+        for (int64_t j = 0; j < cols; ++j) row[j] += sums[i];
+    }
+}
 
 /* comp[j] added to every row of rows x cols of int32 C (the kernels add it at their store where
  * they can: a pass of its own over C took 5% of u8 x s8 1024^3 with a zero point, 135 us, in
@@ -213,6 +226,46 @@ static void lp_colsums(const lp_plan *L, const char *panel, int64_t kd, int64_t 
     if (last) lp_cs_comp(L, L->colsum, j0, cols);
 }
 
+/* 128 times the row sums of the A_i (over k and the batch), for a flipped B: a new array of m
+ * values, or NULL without memory. */
+static uint32_t *lp_row_sums(const lp_plan *L, const void *a, const pytpp_batch *bt)
+{
+    const pytpp_lowp_desc *d = L->d;
+    uint32_t *sums = (uint32_t *)calloc((size_t)d->m, sizeof(uint32_t));
+    if (!sums) return NULL;
+    const int sgn = d->a_type == PYTPP_LP_S8;
+    for (int64_t e = 0; e < bt->count; ++e) {
+        const uint8_t *ae = (const uint8_t *)batch_ptr(bt, a, e, 0, 1);
+        for (int64_t i = 0; i < d->m; ++i) {
+            const uint8_t *row = ae + i * d->rsa;
+            int64_t t = 0, p = 0;
+            if (d->csa == 1) {
+                /* 8 bytes a step in four 16-bit lanes (a lane gains at most 2 x 255 a step:
+                 * emptied every 64 steps); signed bytes as unsigned + 128, corrected after */
+                const uint64_t lo = 0x00FF00FF00FF00FFull, flip = sgn ? 0x8080808080808080ull : 0;
+                while (p + 8 <= d->k) {
+                    uint64_t acc = 0;
+                    for (int64_t s = 0; s < 64 && p + 8 <= d->k; ++s, p += 8) {
+                        uint64_t x;
+                        memcpy(&x, row + p, 8);
+                        x ^= flip;
+                        acc += (x & lo) + ((x >> 8) & lo);
+                    }
+                    t += (int64_t)((acc & 0xFFFF) + ((acc >> 16) & 0xFFFF) +
+                                   ((acc >> 32) & 0xFFFF) + (acc >> 48));
+                }
+                if (sgn) t -= 128 * p;
+            }
+            if (sgn)
+                for (; p < d->k; ++p) t += (int8_t)row[p * d->csa];
+            else
+                for (; p < d->k; ++p) t += row[p * d->csa];
+            sums[i] += 128u * (uint32_t)t;
+        }
+    }
+    return sums;
+}
+
 /* The column sums of pre-packed B_i, every k block of every batch element, and comp made of
  * them (weights packed once, multiplied by a flipped A: one pass over the packed bytes). */
 static void lp_packed_colsums(const lp_plan *L, const void *b, const pytpp_batch *bt)
@@ -349,17 +402,20 @@ static void lp_run(const lp_plan *L, const void *a, const void *b, char *c, int6
                             if (accumulate && r + 1 < pe)   /* the next tile's C rows */
                                 for (int64_t i = (r + 1) * MR; i < (r + 2) * MR && i < m; ++i)
                                     __builtin_prefetch(cq + i * ldc * 4, 1);
+                            /* a flipped B's row term, added by the kernels at the last store */
+                            const int32_t *rb = last && L->rsum
+                                                    ? (const int32_t *)L->rsum + r * MR : NULL;
                             if (a_direct)
                                 i8->ukr[nv - 1][rows - 1][masked](
                                     kd, batch_ptr(bt, a, bi, 0, 1) + k0 + r * MR * d->rsa,
                                     d->rsa, bblk + q * bpanel,
                                     (int32_t *)(cq + r * MR * ldc * 4), ldc, accumulate, tail,
-                                    cb);
+                                    cb, rb);
                             else if (i8)
                                 i8->ukr[nv - 1][rows - 1][masked](
                                     kd, abuf + (r - a_org) * apanel, kpt, bblk + q * bpanel,
                                     (int32_t *)(cq + r * MR * ldc * 4), ldc, accumulate, tail,
-                                    cb);
+                                    cb, rb);
                             else if (a_direct_bf16) {
                                 const char *ar = batch_ptr(bt, a, bi, 0, 2) +
                                                  (k0 + r * MR * d->rsa) * 2;
@@ -426,7 +482,7 @@ static void lp_run_gemv(const lp_plan *L, const void *a, const void *b, int32_t 
             if (rest) {
                 pack_b(L, bk + (j0 + full) * d->cs, kk, rest, bbuf);
                 i8->ukr[0][m - 1][1](k_steps(L, kk), abuf, lda, bbuf, c + j0 + full, ldc,
-                                     accumulate, rest, NULL);
+                                     accumulate, rest, NULL, NULL);
             }
         }
     }
@@ -617,35 +673,6 @@ void pytpp_lowp_pack_b(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, c
     }
 }
 
-/* 128 times the row sums of the A_i (over k and the batch) added to each row of int32 C: what
- * a B run as B - 128 takes away (modulo 2^32). Returns 0 or -1 (no memory). */
-static int lp_add_row_sums(const lp_plan *L, const void *a, const pytpp_batch *bt, char *c,
-                           int64_t ldc)
-{
-    const pytpp_lowp_desc *d = L->d;
-    uint32_t *sums = (uint32_t *)calloc((size_t)d->m, sizeof(uint32_t));
-    if (!sums) return -1;
-    const int sgn = d->a_type == PYTPP_LP_S8;
-    for (int64_t e = 0; e < bt->count; ++e) {
-        const uint8_t *ae = (const uint8_t *)batch_ptr(bt, a, e, 0, 1);
-        for (int64_t i = 0; i < d->m; ++i) {
-            const uint8_t *row = ae + i * d->rsa;
-            int64_t t = 0;
-            if (sgn)
-                for (int64_t p = 0; p < d->k; ++p) t += (int8_t)row[p * d->csa];
-            else
-                for (int64_t p = 0; p < d->k; ++p) t += row[p * d->csa];
-            sums[i] += 128u * (uint32_t)t;
-        }
-    }
-    for (int64_t i = 0; i < d->m; ++i) {
-        uint32_t *row = (uint32_t *)c + i * ldc;
-        for (int64_t j = 0; j < d->n; ++j) row[j] += sums[i];
-    }
-    free(sums);
-    return 0;
-}
-
 int pytpp_lowp_packed_colsums(const pytpp_lowp_kernels *ks, int64_t k, int64_t n,
                               const void *packed, int32_t *out)
 {
@@ -703,6 +730,11 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
     }
     int err = 0;
     const pytpp_brd_table *direct;
+    uint32_t *rsum = NULL;
+    if (L.b_flip && d->k > 0 && batch->count > 0 && !(rsum = lp_row_sums(&L, a, batch))) {
+        free(scratch);
+        return -1;
+    }
     /* the runs add comp to each finished tile; an empty sum, or a call with an epilogue (which
      * sees C before comp), gets the pass at the end */
     const int comp_at_end = comp && (d->epilogue || d->k == 0 || batch->count == 0);
@@ -721,6 +753,7 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
         const size_t bbytes = d->b_packed ? 0 : (size_t)round_up(kp * ncap * L.psz, 64);
         const int64_t panels = (m + L.mr - 1) / L.mr, npan_n = (n + L.nr - 1) / L.nr;
         const int gemv = lp_gemv_fits(&L);
+        if (!gemv) L.rsum = rsum;     /* lp_run adds it tile by tile */
         int nt = nthreads < 1 ? 1 : nthreads;
         /* The threads split the columns, each packing its own B panels into its own L2 with
          * no barrier, wherever each gets two column panels or more: a GEMV or a few rows, and
@@ -797,8 +830,8 @@ int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, co
         free(cs);
     }
     if (!err && comp_at_end && d->c_type == PYTPP_LP_I32) add_comp(cw, ldc, m, n, comp);
-    if (!err && L.b_flip && d->k > 0 && batch->count > 0)
-        err = lp_add_row_sums(&L, a, batch, cw, ldc);
+    if (rsum && !L.rsum && !err) add_rows(cw, ldc, m, n, rsum);   /* the small-m path's */
+    free(rsum);
     if (bf16_out) {
         if (!err) bf16_round_rows(scratch, (uint16_t *)c, m, n, d->ldc);
         free(scratch);

@@ -26,11 +26,12 @@ enum pytpp_lowp_type {
 /* 8-bit micro-kernel: C[0:mr, 0:ncols] (int32) = (accumulate ? C : 0) + A B (+ cb) over ks k
  * steps of G values: A rows of packed lanes (row stride lda, in packed values), B one packed
  * NR-column panel; cb NULL or ncols int32 values added to every row (the zero-point
- * compensation, fused into the store; integer families only). The last vector of a row is
+ * compensation, fused into the store), rb NULL or mr int32 values, rb[i] added to row i (a B
+ * run as B - 128: 128 x A's row sums); integer families only. The last vector of a row is
  * masked to n_last lanes in the _tail variants. */
 typedef void (*pytpp_i8_ukr_fn)(int64_t ks, const void *a, int64_t lda, const void *b,
                                 void *c, int64_t ldc, int accumulate, int64_t n_last,
-                                const int32_t *cb);
+                                const int32_t *cb, const int32_t *rb);
 
 /* 8-bit small-m kernel on B as the caller laid it out (no packing): C[0:rows, 0:cols] (int32,
  * rows <= PYTPP_I8_GEMV_MR, cols a multiple of the table's vl) = (accumulate ? C : 0) + A B
@@ -135,8 +136,9 @@ typedef struct pytpp_lowp_kernels {
  * quantization. The quad kernels (vpdpbusd multiplies u8 A by s8 B) take the other types
  * flipped: an s8 A runs as A' = A + 128 and a u8 B as B' = B - 128, packed so, and
  * A B = A' B' - 128 colsum(B') [A flipped] + 128 rowsum(A) [B flipped] (modulo 2^32): the
- * column term joins comp (sums taken from the packed panels), the row term is added to C at the
- * end (sums taken from A in a pass of their own; no epilogue then). Returns 0, -1 if buffers
+ * column term joins comp (sums taken from the packed panels), the row term (A's row sums, from
+ * a pass of their own) is added by the kernels at the same store (the small-m path: in a pass
+ * at the end; no epilogue then). Returns 0, -1 if buffers
  * could not be allocated, -2 for operands the kernels cannot take (a flipped B with an
  * epilogue). */
 int pytpp_lowp_brgemm(const pytpp_lowp_kernels *ks, const pytpp_lowp_desc *d, const void *a,
