@@ -93,8 +93,8 @@ PYTPP_INLINE int64_t i8_quad_pairs(int16_t *out, int16_t *out1, const uint8_t *s
 
 /* Small-m kernels on unpacked B (gemm_lane.inc I8_GV_*): 8 columns of 4 k values in lanes. */
 #if defined(PYTPP_I8_QUADS)
-/* out[4j + e] = r_e[j], 16 columns at a time (the B packer's plain rows); returns the columns
- * done */
+/* out[4j + e] = r_e[j] (XOR 0x80 with flip), 32 columns a step, then 16 (the B packers' plain
+ * rows); returns the columns done */
 PYTPP_INLINE int64_t i8_interleave4(uint8_t *out, const uint8_t *r0, const uint8_t *r1,
                                     const uint8_t *r2, const uint8_t *r3, int64_t cols, int flip)
 {

@@ -60,8 +60,8 @@ PYTPP_INLINE void i8_gv_plain(__m512i *out, const uint8_t *r0, const uint8_t *r1
     out[0] = _mm512_inserti32x4(v, _mm_unpackhi_epi16(hi01, hi23), 3);
 }
 #define I8_GV_QUAD(out, src, sgn) ((out)[0] = _mm512_loadu_si512((const void *)(src)))
-/* out[4j + e] = r_e[j], 16 columns at a time (the B packer's plain rows); returns the columns
- * done */
+/* out[4j + e] = r_e[j] (XOR 0x80 with flip), 32 columns a step, then 16 (the B packers' plain
+ * rows); returns the columns done */
 PYTPP_INLINE int64_t i8_interleave4(uint8_t *out, const uint8_t *r0, const uint8_t *r1,
                                     const uint8_t *r2, const uint8_t *r3, int64_t cols, int flip)
 {
