@@ -437,6 +437,43 @@ def test_streaming_root_stores(rng, form):
     assert math.isclose(float(np.abs(got - ref).max()), 0.0, abs_tol=1e-6)
 
 
+def _offset_view(rng, shape, dtype, offset, pad=0):
+    """A (rows, n) view whose data starts `offset` elements past a 64-byte line (rows `pad`
+    elements apart beyond n), inside a base with a guard element before and after each row."""
+    rows, n = shape
+    ld = n + pad + 2
+    base = rng.random(rows * ld + 64, dtype=dtype) + dtype.type(0.5)   # no zeros
+    s = (-(base.ctypes.data // base.itemsize)) % (64 // base.itemsize) + offset
+    rows_view = base[s:s + rows * ld].reshape(rows, ld)
+    return base, rows_view[:, 1:n + 1]
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("shape, pad", [((1, 1 << 22), 0), ((3, (1 << 21) + 5), 7)])
+def test_long_streamed_rows_start_on_any_element(isa, threads, dtype, shape, pad, rng):
+    """Long rows beyond the streaming threshold begin with a short chunk up to the output's
+    first vector boundary, then stream; output and inputs at different element offsets within a
+    line (the loads of some stay misaligned), one flat row and strided rows: the same bits as
+    strategy 1, nothing written outside the view."""
+    a, b, c = (eq.input(i) for i in range(3))
+    expr = eq.tanh(a + b) * c
+    n_line = 64 // np.dtype(dtype).itemsize
+    for out_off, in_offs in [(0, (0, 0, 0)), (3, (3, 3, 3)), (n_line - 1, (0, 5, n_line - 1))]:
+        x = [_offset_view(rng, shape, dtype, k, pad)[1] for k in in_offs]
+        for v in x:
+            v -= dtype.type(1)        # in place: the views keep their offsets
+        base, out = _offset_view(rng, shape, dtype, out_off, pad)
+        guard = base.copy()
+        got = eq.compile(expr, shape=shape, dtype=dtype, strategy=2)(*x, out=out)
+        want = eq.compile(expr, shape=shape, dtype=dtype, strategy=1)(*x)
+        assert got is out
+        np.testing.assert_array_equal(out, want)
+        out[...] = 0                  # the view's elements; the rest of base is nonzero
+        keep = base != 0
+        assert keep.sum() == base.size - out.size
+        np.testing.assert_array_equal(base[keep], guard[keep])
+
+
 def _ln_forms(x, g, b, n):
     xc = x - eq.sum(x) / n
     inv = eq.rsqrt(eq.sum(eq.square(xc)) / n + 1e-5)
