@@ -398,6 +398,7 @@ class Equation:
         self._programs = {}
         self._lock = threading.Lock()
         self._last_plan = None
+        self._dense = None
 
     # -- planning --------------------------------------------------------------------------
     def _program(self, col_inputs, ks):
@@ -532,6 +533,15 @@ class Equation:
         return x, bc
 
     def __call__(self, *inputs, out=None):
+        dense = self._dense if self._dense is not None else self._dense_program()
+        if dense:
+            prog, codes, carr, strategy, text = dense
+            m, n = self.shape
+            got = prog.run_dense(inputs, self.input_dtypes, codes, carr, out, self.dtype,
+                                 _STORE[self.dtype], m, n, strategy)
+            if got is not None:
+                self._last_plan = text
+                return got
         got = self._prepare(inputs, out)
         if got[0] is None:
             return got[1]
@@ -542,6 +552,19 @@ class Equation:
             out[...] = target
             return out
         return target
+
+    def _dense_program(self):
+        """(program, input dtype codes, constants, strategy, plan text) of calls whose inputs
+        are all dense (m, n) arrays, checked and run in C; False where such calls take the
+        general path (n > 1: a column is a broadcast there; no products, no idiom)."""
+        m, n = self.shape
+        dense = False
+        if m >= 1 and n > 1 and not self.matmul_inputs and not self._idiom:
+            prog, carr, strategy, text = self._program((False,) * self.ninputs,
+                                                       (0,) * self.ninputs)
+            dense = (prog, tuple(_STORE[d] for d in self.input_dtypes), carr, strategy, text)
+        self._dense = dense
+        return dense
 
     def _prepare(self, inputs, out):
         """(program, operands, their (ld, dtype, bcast), target array, strategy) of a call, or

@@ -318,6 +318,40 @@ def test_out_aliasing_an_input(rng):
     np.testing.assert_allclose(g(x, w, out=x), ref3, rtol=1e-12, atol=1e-10)
 
 
+def test_dense_calls_alias_and_fall_back(rng):
+    """Calls whose operands are all dense (m, n) arrays are checked and run in C: an input at
+    the output's address but of another element size is copied first (not run in place), a
+    read-only or subclassed out and equal-but-distinct dtypes take the general path, a single
+    row runs like the others."""
+    a, b = eq.input(0), eq.input(1)
+    m, n = 6, 40
+    f = eq.compile(eq.tanh(a) * b - a, shape=(m, n), dtype=np.float32, input_dtypes=(BF16, F32))
+    buf = np.zeros(m * n * 4, np.uint8)
+    out = buf.view(np.float32).reshape(m, n)
+    x = buf[:m * n * 2].view(BF16).reshape(m, n)          # the same first byte as out
+    x[...] = rng.standard_normal((m, n)).astype(BF16)
+    y = rng.standard_normal((m, n)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    ref = np.tanh(x64) * y - x64
+    assert f(x, y, out=out) is out
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+    g = eq.compile(eq.sigmoid(a) + b, shape=(1, n), dtype=np.float32)
+    u, v = (rng.standard_normal((1, n)).astype(np.float32) for _ in range(2))
+    want = 1 / (1 + np.exp(-u.astype(np.float64))) + v
+    np.testing.assert_allclose(g(u, v), want, rtol=1e-6, atol=1e-6)
+    ro = np.zeros((1, n), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        g(u, v, out=ro)
+    meta = np.dtype(np.float32, metadata={"unit": "m"})    # equal to float32, another object
+    um = u.astype(meta)
+    np.testing.assert_array_equal(g(um, v), g(u, v))
+    sub = np.zeros((1, n), np.float32).view(np.matrix)
+    assert g(u, v, out=sub) is sub
+    np.testing.assert_array_equal(np.asarray(sub), g(u, v))
+
+
 def test_layouts_and_empty(rng):
     a, b = eq.input(0), eq.input(1)
     f = eq.compile(eq.sigmoid(a) - b, shape=(33, 17), dtype=np.float32)
