@@ -91,6 +91,9 @@ class EltwiseKernel(Kernel):
         self._ldm = ldm
         self._seed, self._thresh, self._scale = seed, thresh, scale
         self._plain_unary = kind == _ew.KIND_UNARY and bits is None
+        # binary and ternary TPPs without mask bits: called as k(x, y, out), k(x, y, z, out)
+        self._plain_args = (len(in_dts) + 1 if bits is None and kind in (
+            _ew.KIND_BINARY, _ew.KIND_TERNARY) else -1)
 
     def _check_inputs(self, arrays):
         fn = self._fn
@@ -113,6 +116,19 @@ class EltwiseKernel(Kernel):
             check_buffer(x, name, dt, need, fn)
             check_buffer(out, "out", self._out_dt, self._out_need, fn, True)
             _ew.run(self._kind, self._op, self._m, self._n, ((x,) + self._in_codes[0],),
+                    (out, self._ldo, self._out_code), self._cdt_code, self._isa_idx)
+            return out
+        if len(args) == self._plain_args:
+            out = args[-1]
+            if len(args) == 3:
+                (nx, dx, kx), (ny, dy, ky) = self._in_checks
+                cx, cy = self._in_codes
+                ins = ((check_buffer(args[0], nx, dx, kx, fn),) + cx,
+                       (check_buffer(args[1], ny, dy, ky, fn),) + cy)
+            else:
+                ins = self._check_inputs(args[:-1])
+            check_buffer(out, "out", self._out_dt, self._out_need, fn, True)
+            _ew.run(self._kind, self._op, self._m, self._n, ins,
                     (out, self._ldo, self._out_code), self._cdt_code, self._isa_idx)
             return out
         nin = len(self._in)

@@ -329,6 +329,26 @@ def test_errors():
     ro.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         k(np.zeros((2, 3), np.float32), ro)
+    # binary and ternary handles: each operand named, out untouched
+    x = np.ones((2, 3), np.float32)
+    out = np.full((2, 3), 7, np.float32)
+    kb = binary("add", 2, 3, np.float32)
+    kt = ternary("muladd", 2, 3, np.float32)
+    for call, match, err in [
+            (lambda: kb(x, np.zeros((2, 3)), out), "y has dtype float64", TypeError),
+            (lambda: kb(x, np.zeros(5, np.float32), out), "y has 5 elements", ValueError),
+            (lambda: kb(x.T, x, out), "C-contiguous", ValueError),
+            (lambda: kb(x, x), "takes 3 arrays", TypeError),
+            (lambda: kb(x, x, ro), "read-only", ValueError),
+            (lambda: kb([[1.0] * 3] * 2, x, out), "x must be a numpy.ndarray", TypeError),
+            (lambda: kt(x, x, np.zeros((2, 3)), out), "z has dtype float64", TypeError),
+            (lambda: kt(x, x, x, np.zeros(4, np.float32)), "out has 4 elements", ValueError),
+            (lambda: kt(x, x, out), "takes 4 arrays", TypeError)]:
+        with pytest.raises(err, match=match):
+            call()
+    assert (out == 7).all()
+    np.testing.assert_array_equal(kb(x, x, out), 2 * x)
+    np.testing.assert_array_equal(kt(x, x, x, out), 2 * x)
 
 
 def test_cache_and_repr():
