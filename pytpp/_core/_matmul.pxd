@@ -55,8 +55,9 @@ cdef extern from "pytpp/gemm_goto.h" nogil:
                            int64_t count, const int64_t *off_a, const int64_t *off_b,
                            const int64_t *off_c, int nthreads)
     int64_t pytpp_mm_packed_size(const pytpp_mm_blocking *bk, int dtype, int64_t k, int64_t n)
-    void pytpp_mm_pack_b_full(const pytpp_mm_blocking *bk, int dtype, int64_t k, int64_t n,
-                              const void *b, int64_t rsb, int64_t csb, void *packed, int nthreads)
+    void pytpp_mm_pack_b_full(const pytpp_mm_blocking *bk, const void *ew,
+                              int dtype, int64_t k, int64_t n, const void *b, int64_t rsb,
+                              int64_t csb, void *packed, int nthreads)
     int pytpp_matmul_prepacked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
                                const pytpp_mm_desc *d, const void *a, const void *packed_b,
                                void *c, int64_t count, const int64_t *off_a,

@@ -100,6 +100,7 @@ cdef int select(int dt, int isa, int bf16_kernel, pytpp_mm_kernels *ks) except -
         ks.kp = level(isa).packed[dt]
         ks.ew = level(isa).eltwise[dt]
         return 0
+    ks.ew = level(isa).eltwise[PYTPP_F32]      # its 32-bit transpose packs w.T's pairs
     ks.kp = pytpp_bf16_select(isa if bf16_kernel == 0 else _best_isa, features(), bf16_kernel)
     if ks.kp == NULL:
         raise ValueError(f"bf16 kernel {BF16_KERNELS[bf16_kernel]!r} is not available on this CPU")
@@ -286,8 +287,11 @@ def pack_b(dict blk, int dt, cnp.ndarray b, cnp.ndarray packed):
     cdef const void *pb = cnp.PyArray_DATA(b)
     cdef void *pp = cnp.PyArray_DATA(packed)
     cdef int nt = num_threads()
+    # the level's transpose kernel packs a transposed B (data movement: any level, same bits)
+    cdef const pytpp_ew_kernels *ew = level(active_isa()).eltwise[PYTPP_F64 if dt == PYTPP_F64
+                                                                  else PYTPP_F32]
     with nogil:
-        pytpp_mm_pack_b_full(&bk, dt, k, n, pb, rsb, csb, pp, nt)
+        pytpp_mm_pack_b_full(&bk, ew, dt, k, n, pb, rsb, csb, pp, nt)
     return packed
 
 

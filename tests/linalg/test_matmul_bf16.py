@@ -211,3 +211,18 @@ def test_transposed_weight_packs_bit_for_bit(bf16_kernel, rng, m, n, k):
     np.testing.assert_array_equal(np.asarray(packed).view(np.uint16),
                                   np.asarray(expect).view(np.uint16))
     check(np.asarray(got, np.float32), x, w.T)
+
+
+@pytest.mark.parametrize("m,n,k,width,start", [(20, 45, 1001, 1002, 0), (16, 33, 4099, 4100, 0),
+                                               (14, 70, 600, 602, 1), (33, 32, 2, 4, 0)])
+def test_transposed_weight_views_pack_bit_for_bit(bf16_kernel, rng, m, n, k, width, start):
+    """x @ w.T with w a view of wider rows: pairs of k read as 32-bit words and transposed
+    (an odd depth's last value alone, k blocks of odd length, a last panel of fewer rows), and
+    w starting off a 4-byte boundary (the value-by-value packer): the bits of a contiguous B."""
+    x = rand(rng, (m, k))
+    w = rand(rng, (n, width))[:, start:start + k]
+    expect = pytpp.matmul(x, np.ascontiguousarray(w.T))
+    got = pytpp.matmul(x, w.T)
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint16),
+                                  np.asarray(expect).view(np.uint16))
+    check(np.asarray(got, np.float32), x, w.T)

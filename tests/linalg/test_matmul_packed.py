@@ -33,6 +33,19 @@ def test_packed_matches(isa, threads, dtype, k, n, rng):
         np.testing.assert_allclose(a @ pb, c)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, BF16])
+@pytest.mark.parametrize("n,k,width", [(45, 7, 8), (80, 1101, 1104), (33, 2051, 2052)])
+def test_packed_transposed_weight_equals_contiguous(isa, threads, dtype, n, k, width, rng):
+    """PackedMatrix(w.T) of a view of wider rows (the level's transpose kernel packs its
+    panels; partial panels, odd depths, several k blocks, threads over the blocks) holds what
+    PackedMatrix of the contiguous copy holds: the same products, bit for bit."""
+    w = rng.standard_normal((n, width)).astype(dtype)[:, :k]
+    a = rng.standard_normal((19, k)).astype(dtype)
+    got = pytpp.matmul(a, PackedMatrix(w.T))
+    want = pytpp.matmul(a, PackedMatrix(np.ascontiguousarray(w.T)))
+    np.testing.assert_array_equal(got, want)
+
+
 def test_packed_transposed_source_and_views(rng):
     w = rng.standard_normal((80, 50)).astype(np.float32)
     pb = PackedMatrix(w.T)  # packs the transposed view without a copy of w

@@ -123,8 +123,8 @@ typedef struct pytpp_mm_blocking {
 typedef struct pytpp_mm_kernels {
     const pytpp_pk_kernels *kp;
     const pytpp_gemm_kernels *kt;
-    /* the level's element-wise table of the compute dtype (NULL: none): its transpose kernel
-     * packs a transposed B (x @ w.T) */
+    /* the level's element-wise table of the compute dtype, float32's for bf16 (NULL: none):
+     * its transpose kernel packs a transposed B (x @ w.T; bf16 pairs as 32-bit words) */
     const struct pytpp_ew_kernels *ew;
     /* bf16: the tables whose products of rows run a few rows of x against w (rows_bt->dot_bt)
      * and W as given (rows_bn->dot_bn), NULL: none (pytpp_bf16_rows_select) */
@@ -154,10 +154,13 @@ int pytpp_matmul_batch(const pytpp_mm_kernels *ks, const pytpp_cache_info *ci,
                        int64_t count, const int64_t *off_a, const int64_t *off_b,
                        const int64_t *off_c, int nthreads);
 
-/* Pre-packed B: size in elements of the packed layout, packing, and C = A Bpacked. */
+/* Pre-packed B: size in elements of the packed layout, packing (ew: an element-wise table
+ * whose transpose kernel packs a transposed B, of 32-bit words for f32 and bf16, 64-bit for
+ * f64; NULL: the portable packer), and C = A Bpacked. */
 int64_t pytpp_mm_packed_size(const pytpp_mm_blocking *bk, int dtype, int64_t k, int64_t n);
-void pytpp_mm_pack_b_full(const pytpp_mm_blocking *bk, int dtype, int64_t k, int64_t n,
-                          const void *b, int64_t rsb, int64_t csb, void *packed, int nthreads);
+void pytpp_mm_pack_b_full(const pytpp_mm_blocking *bk, const struct pytpp_ew_kernels *ew,
+                          int dtype, int64_t k, int64_t n, const void *b, int64_t rsb,
+                          int64_t csb, void *packed, int nthreads);
 int pytpp_matmul_prepacked(const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk,
                            const pytpp_mm_desc *d, const void *a, const void *packed_b, void *c,
                            int64_t count, const int64_t *off_a, const int64_t *off_c,
