@@ -175,8 +175,9 @@ def run(h):
         h.set_threads(threads)
         for m, k, n, act, res in shapes:
             _case(h, threads, m, k, n, act, res)
-        bf16_shapes = [(1, 4096, 4096), (8, 4096, 4096)] if h.quick else [
+        bf16_shapes = [(1, 4096, 4096), (8, 4096, 4096), (32, 4096, 4096)] if h.quick else [
             (1, 4096, 4096), (4, 4096, 4096), (8, 4096, 4096), (32, 4096, 4096),
+            (128, 4096, 4096),                             # a short prompt
             (1, 4096, 11008), (8, 4096, 11008)]            # decoding steps
         for m, k, n in bf16_shapes:
             _case_bf16(h, threads, m, k, n)
