@@ -89,6 +89,26 @@ def test_batch_beta_one_and_strided_a(threads, rng, adt, bdt, count, m, n, k):
             np.testing.assert_array_equal(c, want, err_msg=f"{kern} strided")
 
 
+@pytest.mark.parametrize("adt,bdt", PAIRS)
+@pytest.mark.parametrize("m,n,k", [(5, 33, 7), (70, 45, 131), (130, 300, 1030), (600, 700, 260)])
+def test_column_major_and_strided_operands(threads, rng, adt, bdt, m, n, k):
+    """A column-major A (packed in 64 x 64 tiles through a buffer), A with both strides past
+    1 (16 x 16 tiles), a column-major B (the w of x @ w.T: each column's quads as they lie), on
+    every 8-bit kernel: exact."""
+    a, b = ints(rng, (m, k), adt), ints(rng, (k, n), bdt)
+    want = ref(a, b)
+    a_strided = np.asfortranarray(ints(rng, (2 * m, 2 * k), adt))[::2, ::2]
+    a_strided[...] = a
+    forms = {"F-order A": (np.asfortranarray(a), b), "F-order B": (a, np.asfortranarray(b)),
+             "both F-order": (np.asfortranarray(a), np.asfortranarray(b)),
+             "strided A": (a_strided, b)}
+    for kern in kernels(adt, bdt):
+        with _lowp.using_kernel(kern):
+            for name, (x, y) in forms.items():
+                np.testing.assert_array_equal(pytpp.quant.matmul_int8(x, y), want,
+                                              err_msg=f"{kern} {name}")
+
+
 @pytest.mark.parametrize("av,bv", [(-128, -128), (255, 255), (-128, 255), (127, 255)])
 @pytest.mark.parametrize("m", [3, 30])
 def test_extremes_wrap_modulo_2_32(isa, av, bv, m):
