@@ -90,7 +90,7 @@ def views(x):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("m,n,k", [(7, 9, 5), (70, 90, 130)])
+@pytest.mark.parametrize("m,n,k", [(7, 9, 5), (70, 90, 130), (150, 140, 1100)])
 def test_layouts(isa, dtype, m, n, k, rng):
     a0, b0 = rand(rng, (m, k), dtype), rand(rng, (k, n), dtype)
     for (na, a), (nb, b) in itertools.product(views(a0), views(b0)):
