@@ -17,7 +17,7 @@ from typing import Literal, TypeVar, overload
 
 import numpy as np
 
-from pytpp import _validate
+from pytpp import _layout, _validate
 from pytpp._core import _eltwise as _ew
 from pytpp._core import _runtime
 from pytpp._typing import Approx, Array, ArrayLike, Seed
@@ -46,10 +46,13 @@ def _engine(arr):
     return arr.astype(_F32) if arr.dtype == _F16 else arr
 
 
-def _target(out, shape, result, fn):
+def _target(out, shape, result, fn, like=None):
     """The array the engine writes: `out` itself when it has an engine dtype in native byte
-    order, else a temporary that :func:`_finish` casts into `out` (or to `result`)."""
+    order, else a temporary that :func:`_finish` casts into `out` (or to `result`); a new
+    result takes the memory order of `like` (as numpy's ufuncs, order 'K')."""
     if out is None:
+        if like is not None and like.shape == shape:
+            return np.empty_like(like, dtype=_validate.engine_dtype(result))
         return np.empty(shape, _validate.engine_dtype(result))
     _validate.check_out(out, shape, result, fn)
     if out.dtype in FLOATS:
@@ -61,8 +64,16 @@ def _finish(target, out, result):
     if out is None:
         return target if target.dtype == result else target.astype(result)
     if target is not out:
-        np.copyto(out, target, casting="unsafe")   # same_kind was checked against the result
+        if out.dtype == target.dtype:
+            _layout.copy_into(out, target)
+        else:
+            np.copyto(out, target, casting="unsafe")   # same_kind was checked against the result
     return out
+
+
+# the shortest rows the kernels run on strided arrays: x[:, ::2] of 2048 x 4096 float32 went
+# as 4M rows of one element, 44x the time of the contiguous copy and one long row
+_MIN_ROW = 16
 
 
 def _plan2d(shape, arrays):
@@ -95,6 +106,8 @@ def _plan2d(shape, arrays):
         if ok:
             n = int(np.prod([shape[i] for i in inner], dtype=np.int64))
             m = int(np.prod([shape[i] for i in outer], dtype=np.int64))
+            if m > 1 and n < _MIN_ROW:
+                return None   # rows of a few elements: a contiguous copy runs faster
             if not outer:
                 lds = [n] * len(arrays)
             return m, n, lds
@@ -123,6 +136,20 @@ def _fold(shape, arrays):
     return m, lds
 
 
+def _dense_strides(a):
+    """a's element strides over its axes longer than 1 when its elements fill one block in
+    some axis order (C, Fortran, a transposed view...), else None."""
+    if a.flags.c_contiguous or a.flags.f_contiguous:
+        return tuple(s // a.itemsize for s, n in zip(a.strides, a.shape) if n > 1)
+    dims = sorted((s, n) for s, n in zip(a.strides, a.shape) if n > 1)
+    expect = a.itemsize
+    for s, n in dims:
+        if s != expect:
+            return None
+        expect *= n
+    return tuple(s // a.itemsize for s, n in zip(a.strides, a.shape) if n > 1)
+
+
 def _run(kind, op, fn, ins, out, bits=None, ldm=0, **kw):
     """Run one element-wise call over same-shape arrays `ins` into `out` (validated)."""
     shape = out.shape
@@ -131,6 +158,11 @@ def _run(kind, op, fn, ins, out, bits=None, ldm=0, **kw):
     arrays = list(ins) + [out]
     if all(a.flags.c_contiguous for a in arrays):   # the common case, without the stride walk
         plan = (1, out.size, [out.size] * len(arrays))
+    elif bits is None and len({_dense_strides(a) for a in arrays} - {None}) == 1 and all(
+            _dense_strides(a) is not None for a in arrays):
+        # every array one block in the same memory order (Fortran order, transposed views):
+        # element i of each lies at the same offset, so the block is one long row
+        plan = (1, out.size, [out.size] * len(arrays))
     else:
         plan = _plan2d(shape, arrays)
     if plan is not None and bits is not None:
@@ -138,11 +170,13 @@ def _run(kind, op, fn, ins, out, bits=None, ldm=0, **kw):
         if m > 1 and n % 8:
             plan = None
     if plan is None:
-        # general strides: contiguous copies, then write back
-        tmp_in = [np.ascontiguousarray(a) for a in ins]
+        # general strides: contiguous copies, then write back (straight into a C-ordered out)
+        tmp_in = [_layout.contiguous(a) for a in ins]
+        if out.flags.c_contiguous:
+            return _run(kind, op, fn, tmp_in, out, bits=bits, ldm=ldm, **kw)
         tmp_out = np.empty(shape, out.dtype)
         _run(kind, op, fn, tmp_in, tmp_out, bits=bits, ldm=ldm, **kw)
-        out[...] = tmp_out
+        _layout.copy_into(out, tmp_out)
         return out
     m, n, lds = plan
     cdt = _cdt(*[a.dtype for a in arrays])
@@ -178,7 +212,7 @@ def _unary(name, code, x, out):
         return y
     fn = f"pytpp.nn.{name}"
     x, result = _operand(x, "x", fn)
-    target = _target(out, x.shape, result, fn)
+    target = _target(out, x.shape, result, fn, like=x)
     (x,) = _validate.unalias(target, (x,))
     _run(_ew.KIND_UNARY, code, fn, [x], target)
     return _finish(target, out, result)
@@ -366,7 +400,7 @@ def _backward(name, code, grad, x, xname, out):
     if g.shape != v.shape:
         raise ValueError(f"{fn}: grad has shape {g.shape} but {xname} has shape {v.shape}")
     result = _validate.promote(g.dtype, v.dtype)
-    target = _target(out, g.shape, result, fn)
+    target = _target(out, g.shape, result, fn, like=g)
     g, v = _validate.unalias(target, (_engine(g), _engine(v)))
     _run(_ew.KIND_BINARY, code, fn, [g, v], target)
     return _finish(target, out, result)
@@ -559,10 +593,10 @@ def softmax(x: ArrayLike, axis: int | tuple[int, ...] | None = -1, *, approx: Ap
             # the normalised axes last, flattened into one row per remaining index
             last = tuple(range(x.ndim - len(axes), x.ndim))
             xv = np.moveaxis(x, axes, last)
-            rows = np.ascontiguousarray(xv).reshape(xv.shape[:x.ndim - len(axes)] + (-1,))
+            rows = _layout.contiguous(xv).reshape(xv.shape[:x.ndim - len(axes)] + (-1,))
             res = np.empty(rows.shape, target.dtype)
             _softmax_axis(rows, rows.ndim - 1, ap, res)
-            np.moveaxis(target, axes, last)[...] = res.reshape(xv.shape)
+            _layout.copy_into(np.moveaxis(target, axes, last), res.reshape(xv.shape))
     return _finish(target, out, result)
 
 
@@ -584,10 +618,11 @@ def _softmax_axis(x, ax, approx, out):
             m, lds = fold
             plan = (m, n, [ld if m > 1 else n for ld in lds])
     if plan is None:
-        xc = np.ascontiguousarray(xv)
-        oc = np.empty(xc.shape, out.dtype)
+        xc = _layout.contiguous(xv)
+        oc = ov if ov.flags.c_contiguous else np.empty(xc.shape, out.dtype)
         _softmax_axis(xc, xc.ndim - 1, approx, oc)
-        ov[...] = oc
+        if oc is not ov:
+            _layout.copy_into(ov, oc)
         return
     m, n, lds = plan
     _ew.run(_ew.KIND_SOFTMAX, 0, m, n, ((xv, lds[0], _DT[x.dtype], 0),),

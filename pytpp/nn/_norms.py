@@ -11,7 +11,7 @@ from typing import Literal, Sequence, overload
 
 import numpy as np
 
-from pytpp import _validate
+from pytpp import _layout, _validate
 from pytpp._core import _norm
 from pytpp._typing import Array, ArrayLike
 
@@ -64,7 +64,10 @@ def _storage(dtype, cdt):
 def _rows(a, m, n, cdt):
     """a as an (m, n) array with unit column stride in its storage dtype (a copy only when
     needed)."""
-    r = np.asarray(a, dtype=_storage(a.dtype, cdt)).reshape(m, n)
+    r = np.asarray(a, dtype=_storage(a.dtype, cdt))
+    if r.ndim and r.shape[-1] > 1 and r.strides[-1] != r.itemsize:
+        r = _layout.contiguous(r)      # a transposed layout: the transpose kernels, not numpy
+    r = r.reshape(m, n)
     if n > 1 and r.strides[1] != r.itemsize:
         r = np.ascontiguousarray(r)
     if m > 1 and r.strides[0] % r.itemsize:
@@ -99,7 +102,10 @@ def _finish(y, out, shape, result):
     if out is None:
         return y.reshape(shape).astype(result, copy=False)
     if not np.shares_memory(y, out):
-        np.copyto(out, y.reshape(shape), casting="unsafe")
+        if out.dtype == y.dtype:
+            _layout.copy_into(out, y.reshape(shape))
+        else:
+            np.copyto(out, y.reshape(shape), casting="unsafe")
     return out
 
 

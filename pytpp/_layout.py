@@ -1,0 +1,75 @@
+"""Copies between memory layouts by the level's transpose kernels.
+
+numpy copies a transposed view element by element along one side (a Fortran-ordered 2048 x 2048
+float32 array into C order: ~40 ms on a Zen 5 core, the transpose kernel ~3 ms). Functions that
+reduce along an axis (softmax, the normalisations) bring such an axis last through these.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from pytpp._core import _eltwise, _runtime
+
+# below this many elements per transposed block numpy's copy is as fast
+_MIN_BLOCK = 4096
+# more batched blocks than this: the Python loop would cost more than it saves
+_MAX_BATCH = 4096
+
+
+def _order(a):
+    """The axes of a (every one longer than 1) from the slowest in memory to the fastest, when
+    its elements fill one block in that order with positive strides; else None."""
+    order = sorted(range(a.ndim), key=lambda i: -a.strides[i])
+    expect = a.itemsize
+    for i in reversed(order):
+        if a.strides[i] != expect:
+            return None
+        expect *= a.shape[i]
+    return order
+
+
+def _swap(src_order, dst_order):
+    """k, j with src_order = A + B + C and dst_order = A + C + B (A = the first k axes, B the
+    next j), or None."""
+    k = 0
+    while k < len(src_order) and src_order[k] == dst_order[k]:
+        k += 1
+    rest = src_order[k:]
+    for j in range(1, len(rest)):
+        if dst_order[k:] == rest[j:] + rest[:j]:
+            return k, j
+    return None
+
+
+def copy_into(dst, src):
+    """dst[...] = src for arrays of one shape and dtype; by batched transposes of the level's
+    kernel where both fill one block each and their memory orders differ by a swap of two
+    groups of axes, else by numpy."""
+    s0, d0 = np.squeeze(src), np.squeeze(dst)     # views without the axes of length 1
+    so = _order(s0) if src.size > 1 and src.shape == dst.shape else None
+    do = _order(d0) if so is not None else None
+    if (do is not None and so != do and src.dtype == dst.dtype and src.itemsize in (2, 4, 8)
+            and not np.may_share_memory(src, dst)):
+        found = _swap(so, do)
+        if found is not None:
+            k, j = found
+            sizes = [s0.shape[i] for i in so]
+            na = int(np.prod(sizes[:k], dtype=np.int64))
+            nb = int(np.prod(sizes[k:k + j], dtype=np.int64))
+            nc = int(np.prod(sizes[k + j:], dtype=np.int64))
+            if nb * nc >= _MIN_BLOCK and na <= _MAX_BATCH:
+                s = s0.transpose(so).reshape(na, nb, nc)      # views: both are dense
+                d = d0.transpose(do).reshape(na, nc, nb)
+                isa = _runtime.active_isa_index()
+                for a in range(na):
+                    _eltwise.transpose(s[a], nb, nc, nc, d[a], nb, src.itemsize, isa)
+                return dst
+    dst[...] = src
+    return dst
+
+
+def contiguous(a):
+    """a in C order: a itself when it is, else a copy (see :func:`copy_into`)."""
+    if a.flags.c_contiguous:
+        return a
+    return copy_into(np.empty(a.shape, a.dtype), a)

@@ -1,0 +1,82 @@
+"""pytpp._layout: copies between memory layouts by the transpose kernels, against numpy's copy
+(every value moved, bit for bit), and the functions that bring a reduced axis last through it."""
+import itertools
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import pytpp
+from pytpp import _layout
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def _layouts(rng, shape, dtype):
+    """Arrays of `shape` in every axis order (dense), and a strided view (not dense)."""
+    base = rng.standard_normal(shape).astype(dtype)
+    for perm in itertools.permutations(range(len(shape))):
+        mem = np.ascontiguousarray(base.transpose(perm))
+        yield f"order {perm}", mem.transpose(np.argsort(perm))
+    big = np.zeros(tuple(2 * n for n in shape), dtype)
+    view = big[tuple(slice(None, None, 2) for _ in shape)]
+    view[...] = base
+    yield "strided", view
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, BF16, np.int8])
+@pytest.mark.parametrize("shape", [(70, 90), (3, 1, 65, 80), (5, 64, 70), (2, 3, 40, 50), (4, 1)])
+def test_copies_equal_numpys(isa, threads, rng, dtype, shape):
+    arrays = list(_layouts(rng, shape, dtype))
+    want = np.ascontiguousarray(arrays[0][1])
+    for (sname, src), (dname, dst_like) in itertools.product(arrays, arrays):
+        got = _layout.contiguous(src)
+        assert got.flags.c_contiguous
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=sname)
+        dst = np.zeros_like(dst_like)           # the same memory order as dst_like
+        assert _layout.copy_into(dst, src) is dst
+        np.testing.assert_array_equal(np.ascontiguousarray(dst).view(np.uint8),
+                                      want.view(np.uint8), err_msg=f"{sname} -> {dname}")
+
+
+def test_overlap_and_mixed_dtypes_go_to_numpy(rng):
+    a = rng.standard_normal((100, 100))
+    f = np.asfortranarray(a)
+    f32 = np.empty((100, 100), np.float32)
+    _layout.copy_into(f32, f)                     # another dtype: numpy's casting copy
+    np.testing.assert_array_equal(f32, a.astype(np.float32))
+    sq = np.asfortranarray(rng.standard_normal((64, 64)))
+    want = sq.T.copy()
+    _layout.copy_into(sq, sq.T)                   # overlapping: numpy's buffered copy
+    np.testing.assert_array_equal(sq, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, BF16])
+def test_reductions_along_a_strided_axis_match_c_order(rng, dtype):
+    """softmax, layer_norm and rms_norm of Fortran-ordered and moved-axis inputs: the bits of the
+    C-ordered input (the same rows through the same kernel)."""
+    x = rng.standard_normal((96, 130)).astype(dtype)
+    f = np.asfortranarray(x)
+    np.testing.assert_array_equal(pytpp.nn.softmax(f), pytpp.nn.softmax(x))
+    np.testing.assert_array_equal(pytpp.nn.softmax(f, axis=0),
+                                  pytpp.nn.softmax(np.ascontiguousarray(x.T)).T)
+    np.testing.assert_array_equal(pytpp.nn.layer_norm(f, (130,)), pytpp.nn.layer_norm(x, (130,)))
+    np.testing.assert_array_equal(pytpp.nn.rms_norm(f, (130,)), pytpp.nn.rms_norm(x, (130,)))
+    out = np.zeros((96, 130), dtype, order="F")
+    assert pytpp.nn.softmax(x, out=out) is out
+    np.testing.assert_array_equal(out, pytpp.nn.softmax(x))
+    x3 = rng.standard_normal((6, 70, 80)).astype(dtype)
+    np.testing.assert_array_equal(pytpp.nn.softmax(x3, axis=1),
+                                  np.moveaxis(pytpp.nn.softmax(np.moveaxis(x3, 1, -1).copy()),
+                                              -1, 1))
+
+
+def test_elementwise_results_keep_the_memory_order(rng):
+    """As numpy's ufuncs (order 'K'): a Fortran-ordered input gives a Fortran-ordered result,
+    computed as one long row."""
+    x = np.asfortranarray(rng.standard_normal((50, 70)).astype(np.float32))
+    y = pytpp.nn.gelu(x)
+    assert y.flags.f_contiguous
+    np.testing.assert_array_equal(y, pytpp.nn.gelu(np.ascontiguousarray(x)))
+    g = pytpp.nn.relu_backward(x, x)
+    assert g.flags.f_contiguous
