@@ -80,3 +80,25 @@ def test_elementwise_results_keep_the_memory_order(rng):
     np.testing.assert_array_equal(y, pytpp.nn.gelu(np.ascontiguousarray(x)))
     g = pytpp.nn.relu_backward(x, x)
     assert g.flags.f_contiguous
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_batch_norm_of_channels_last_memory_runs_the_nhwc_kernels(rng, training):
+    """An NCHW array whose memory is NHWC (torch's channels_last, seen through numpy) runs as
+    NHWC: the NHWC call's bits, the result in the same memory order, the running statistics
+    updated alike."""
+    nhwc = rng.standard_normal((4, 9, 11, 24)).astype(np.float32)
+    x = nhwc.transpose(0, 3, 1, 2)                  # NCHW axes over NHWC memory
+    w, b = rng.standard_normal(24), rng.standard_normal(24)
+    rm1, rv1, rm2, rv2 = np.zeros(24), np.ones(24), np.zeros(24), np.ones(24)
+    y = pytpp.nn.batch_norm(x, rm1, rv1, w, b, training=training)
+    want = pytpp.nn.batch_norm(nhwc, rm2, rv2, w, b, training=training, data_format="NHWC")
+    np.testing.assert_array_equal(y, want.transpose(0, 3, 1, 2))
+    assert np.moveaxis(y, 1, -1).flags.c_contiguous
+    np.testing.assert_array_equal(rm1, rm2)
+    np.testing.assert_array_equal(rv1, rv2)
+    ref = pytpp.nn.batch_norm(np.ascontiguousarray(x), np.zeros(24), np.ones(24), w, b,
+                              training=training)
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+    g = pytpp.nn.group_norm(x, 4)
+    np.testing.assert_array_equal(g, pytpp.nn.group_norm(np.ascontiguousarray(x), 4))

@@ -10,7 +10,7 @@ from typing import Literal, overload
 
 import numpy as np
 
-from pytpp import _validate
+from pytpp import _layout, _validate
 from pytpp._core import _norm
 from pytpp._typing import Array, ArrayLike
 
@@ -39,7 +39,8 @@ def _per_channel(p, C, name, fn, cdt):
 
 
 def _dense(a, cdt):
-    return np.ascontiguousarray(a, dtype=cdt)
+    """a in C order and the compute dtype (a channels-last array by the transpose kernels)."""
+    return _layout.contiguous(np.asarray(a).astype(cdt, copy=False))
 
 
 def _output(out, x, cdt, fn, inputs, result):
@@ -60,7 +61,10 @@ def _result(y, out, result):
     if out is None:
         return y.astype(result, copy=False)
     if y is not out:
-        np.copyto(out, y, casting="unsafe")
+        if out.dtype == y.dtype:
+            _layout.copy_into(out, y)
+        else:
+            np.copyto(out, y, casting="unsafe")
     return out
 
 
@@ -199,7 +203,7 @@ def group_norm_backward(grad_out: ArrayLike, x: ArrayLike, num_groups: int, mean
     return _result(dx, out, res_dt), gw, gb
 
 
-def _layout(data_format, fn):
+def _is_nhwc(data_format, fn):
     if data_format not in ("NCHW", "NHWC"):
         raise ValueError(f"{fn}: data_format must be 'NCHW' or 'NHWC', got {data_format!r}")
     return data_format == "NHWC"
@@ -288,8 +292,13 @@ def batch_norm(x: ArrayLike, running_mean: Array | None, running_var: Array | No
     (array([0.2, 2. ]), array([ 1.1, 20.9]))
     """
     fn = "pytpp.nn.batch_norm"
-    nhwc = _layout(data_format, fn)
+    nhwc = _is_nhwc(data_format, fn)
     x = _channels_operand(x, "x", fn)
+    back = None
+    if not nhwc and out is None and x.ndim >= 3 and not x.flags.c_contiguous:
+        xt = np.moveaxis(x, 1, -1)
+        if xt.flags.c_contiguous:    # channels last in memory (torch's channels_last): as NHWC
+            x, nhwc, back = xt, True, (lambda r: np.moveaxis(r, -1, 1))
     N, C, hw = _bn_geometry(x, nhwc)
     rm = _running(running_mean, C, "running_mean", fn, bool(training))
     rv = _running(running_var, C, "running_var", fn, bool(training))
@@ -325,6 +334,8 @@ def batch_norm(x: ArrayLike, running_mean: Array | None, running_var: Array | No
         if rv is not None:
             rv[...] = (1 - m) * rv + m * unbiased
     res = _result(y, out, x.dtype)
+    if back is not None:
+        res = back(res)              # the caller's axes, over the channels-last result
     return (res, mean, rstd) if return_stats else res
 
 
@@ -362,7 +373,7 @@ def batch_norm_backward(grad_out: ArrayLike, x: ArrayLike, mean: ArrayLike, rstd
     array([2., 2.])
     """
     fn = "pytpp.nn.batch_norm_backward"
-    nhwc = _layout(data_format, fn)
+    nhwc = _is_nhwc(data_format, fn)
     x = _channels_operand(x, "x", fn)
     g = _validate.elementwise_operand(grad_out, "grad_out", fn)
     if g.shape != x.shape:
