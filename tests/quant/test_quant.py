@@ -53,6 +53,32 @@ def test_per_channel_axes_and_roundtrip(rng):
         assert np.all(np.abs(back - x) <= scale.reshape(shape) / 2 * (1 + 1e-6))
 
 
+@pytest.mark.parametrize("shape", [(300, 257), (70001,), (3, 150, 90), (40000, 1)])
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_maps_over_many_blocks_match_the_reference(rng, shape, axis):
+    """Arrays of several blocks (rows of ~32K elements at a time): per tensor and per channel
+    along the first axis (sliced with the blocks) and the last, with ties and an infinity in
+    the last block; dequantize equal to the numpy expression bit for bit."""
+    x = (rng.standard_normal(shape) * 30).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[-5:] = [0.5, 1.5, -2.5, np.inf, -np.inf]
+    if axis is None:
+        scale, zp, sb, zb = 0.25, 7, 0.25, 7
+    else:
+        n = shape[axis]
+        scale, zp = rng.uniform(0.05, 2.0, n), rng.integers(-20, 20, n)
+        bshape = [1] * len(shape)
+        bshape[axis] = n
+        sb, zb = scale.reshape(bshape), zp.reshape(bshape)
+    q = quantize(x, scale, zp, I8, axis=axis)
+    np.testing.assert_array_equal(q, ref_quantize(x, sb, zb, I8))
+    back = dequantize(q, scale, zp, axis=axis)
+    want = ((q.astype(np.int64) - zb).astype(np.float32) * np.float32(sb)
+            if axis is None else
+            (q.astype(np.int64) - zb).astype(np.float32) * sb.astype(np.float32))
+    np.testing.assert_array_equal(back, want)
+
+
 def test_choose_qparams_contract(rng):
     x = np.array([-1.0, 2.0, 4.0])
     s, z = choose_qparams(x, U8)
