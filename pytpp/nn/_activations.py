@@ -776,7 +776,7 @@ def dropout(x: ArrayLike, p: float = 0.5, training: bool = True, *, seed: Seed =
     (x,) = _validate.unalias(target, (x,))
     mask = np.zeros(nbytes, np.uint8)
     thresh = min(int(round(p * 2.0 ** 32)), 2 ** 32 - 1)
-    xc = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+    xc = _layout.contiguous(x)         # the mask follows the C order of the elements
     oc = target if target.flags.c_contiguous else np.empty(x.shape, target.dtype)
     if x.size:
         _ew.run(_ew.KIND_DROPOUT, 0, 1, x.size, ((xc, x.size, _DT[x.dtype], 0),),
@@ -784,7 +784,7 @@ def dropout(x: ArrayLike, p: float = 0.5, training: bool = True, *, seed: Seed =
                 _runtime.active_isa_index(), mask, nbytes, seed=key, thresh=thresh,
                 scale=1.0 / (1.0 - p))
     if oc is not target:
-        target[...] = oc
+        _layout.copy_into(target, oc)
     y = _finish(target, out, result)
     return (y, mask) if return_mask else y
 
@@ -825,12 +825,12 @@ def dropout_backward(grad: ArrayLike, mask: ArrayLike, p: float, *,
     mask = np.ascontiguousarray(mask)
     target = _target(out, g.shape, result, fn)
     (g,) = _validate.unalias(target, (g,))
-    gc = g if g.flags.c_contiguous else np.ascontiguousarray(g)
+    gc = _layout.contiguous(g)
     oc = target if target.flags.c_contiguous else np.empty(g.shape, target.dtype)
     if g.size:
         _ew.run(_ew.KIND_DROPOUT_INV, 0, 1, g.size, ((gc, g.size, _DT[g.dtype], 0),),
                 (oc, g.size, _DT[oc.dtype]), _cdt(g.dtype, oc.dtype),
                 _runtime.active_isa_index(), mask, mask.size, scale=1.0 / (1.0 - p))
     if oc is not target:
-        target[...] = oc
+        _layout.copy_into(target, oc)
     return _finish(target, out, result)
