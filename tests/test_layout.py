@@ -102,3 +102,54 @@ def test_batch_norm_of_channels_last_memory_runs_the_nhwc_kernels(rng, training)
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
     g = pytpp.nn.group_norm(x, 4)
     np.testing.assert_array_equal(g, pytpp.nn.group_norm(np.ascontiguousarray(x), 4))
+
+
+def test_scratch_is_per_thread_and_reused(rng):
+    """A slot's buffer is the calling thread's own, kept for its next call; larger than the
+    limit, a fresh array each time."""
+    import threading
+    a = _layout.scratch("test", (100, 3), np.float32)
+    b = _layout.scratch("test", (50, 2), np.float64)
+    assert a.flags.c_contiguous and b.shape == (50, 2) and np.shares_memory(a, b)
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(_layout.scratch("test", (100, 3), np.float32)))
+    t.start()
+    t.join()
+    assert not np.shares_memory(seen[0], a)
+    big = (_layout._SCRATCH_MAX // 8 + 1,)
+    assert not np.shares_memory(_layout.scratch("test", big, np.float64),
+                                _layout.scratch("test", big, np.float64))
+
+
+def test_attention_of_transposed_heads_uses_scratch_copies_safely(rng):
+    """q, k, v of shape (B, L, H, E) seen as (B, H, L, E) (the usual head split): the bits of
+    the contiguous inputs, call after call with new data (the copies reuse buffers), forward
+    and backward, from two threads at once."""
+    import threading
+
+    def heads(seed):
+        r = np.random.default_rng(seed)
+        return [r.standard_normal((2, 33, 3, 16)).astype(np.float32).transpose(0, 2, 1, 3)
+                for _ in range(3)]
+    errors = []
+
+    def run(seed):
+        for s in range(seed, seed + 4):
+            q, k, v = heads(s)
+            got = pytpp.nn.scaled_dot_product_attention(q, k, v)
+            want = pytpp.nn.scaled_dot_product_attention(*(np.ascontiguousarray(a)
+                                                           for a in (q, k, v)))
+            if not np.array_equal(got, want):
+                errors.append(s)
+            g = np.ones_like(got)
+            gq = pytpp.nn.scaled_dot_product_attention_backward(g, q, k, v)[0]
+            wq = pytpp.nn.scaled_dot_product_attention_backward(
+                g, *(np.ascontiguousarray(a) for a in (q, k, v)))[0]
+            if not np.array_equal(gq, wq):
+                errors.append(-s)
+    threads = [threading.Thread(target=run, args=(100 * i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

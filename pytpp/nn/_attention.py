@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from pytpp import _validate
+from pytpp import _layout, _validate
 from pytpp._core import _attention
 from pytpp._typing import Array, ArrayLike
 
@@ -161,13 +161,13 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike,
     mask, (msb, msl, mss) = _mask(attn_mask, lead, L, S, cdt, fn)
     batch = math.prod(lead)
 
-    def flat(a, rows, cols):
-        return np.ascontiguousarray(np.broadcast_to(a, lead + (rows, cols)), dtype=cdt).reshape(
-            batch, rows, cols)
+    def flat(a, rows, cols, slot):   # copies (layout, dtype) in per-thread scratch buffers
+        return _layout.dense(slot, a, lead + (rows, cols), cdt).reshape(batch, rows, cols)
     o = np.empty((batch, L, Ev), cdt)
     if batch and L and Ev:
-        _attention.sdpa_forward(flat(q, L, E), flat(k, S, E), flat(v, S, Ev), o, mask, msb,
-                                msl, mss, bool(is_causal), s, *drop)
+        _attention.sdpa_forward(flat(q, L, E, "sdpa q"), flat(k, S, E, "sdpa k"),
+                                flat(v, S, Ev, "sdpa v"), o, mask, msb, msl, mss,
+                                bool(is_causal), s, *drop)
     res = o.reshape(lead + (L, Ev))
     if q.dtype == _validate.BF16:
         from pytpp.linalg import _operands as ops
@@ -285,10 +285,10 @@ def scaled_dot_product_attention_backward(grad_out: ArrayLike, q: ArrayLike, k: 
     mask, (msb, msl, mss) = _mask(attn_mask, lead, L, S, cdt, fn)
     batch = math.prod(lead)
 
-    def flat(a, rows, cols):
-        return np.ascontiguousarray(np.broadcast_to(a, lead + (rows, cols)), dtype=cdt).reshape(
-            batch, rows, cols)
-    qf, kf, vf, gf = flat(q, L, E), flat(k, S, E), flat(v, S, Ev), flat(g, L, Ev)
+    def flat(a, rows, cols, slot):   # copies (layout, dtype) in per-thread scratch buffers
+        return _layout.dense(slot, a, lead + (rows, cols), cdt).reshape(batch, rows, cols)
+    qf, kf, vf = flat(q, L, E, "sdpa q"), flat(k, S, E, "sdpa k"), flat(v, S, Ev, "sdpa v")
+    gf = flat(g, L, Ev, "sdpa grad")
     if _bwd_in_c(L, S, E, Ev):
         dq = np.empty((batch, L, E), cdt)
         dk = np.empty((batch, S, E), cdt)
