@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pytpp import _validate
+from pytpp import _layout, _validate
 from pytpp._typing import Array, ArrayLike
 from pytpp.linalg._lowp import vnni_pack
 from pytpp.nn import _activations
@@ -186,6 +186,8 @@ class QuantizedLinear:
             if x.dtype.kind != "f":
                 raise TypeError(f"{fn}: x has dtype {x.dtype}; expected float32 (or uint8)")
             xf = x2.astype(np.float32, copy=False)
+            if xf.shape[-1] > 1 and xf.strides[-1] != 4:
+                xf = _layout.contiguous(xf)   # a transposed x: to rows by the transpose kernels
             seven = self._seven_bit()
             if xf.strides[-1] == 4 or xf.shape[-1] <= 1:   # (the C pass rejects NaN / inf)
                 return self._forward_fused(xf, seven, y2)

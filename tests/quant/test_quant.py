@@ -191,3 +191,16 @@ def test_quantized_mlp(rng):
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(mlp))(x), y)
     with pytest.raises(ValueError):
         QuantizedMLP([l2, l1])
+
+
+def test_quantized_linear_of_transposed_and_strided_x(rng):
+    """x in Fortran order (brought to rows by the transpose kernels) and with a column stride
+    (a numpy copy), both then the fused C pass: the numbers of the C-ordered x."""
+    w = rng.standard_normal((40, 70)).astype(np.float32)
+    layer = QuantizedLinear(w, rng.standard_normal(40).astype(np.float32), activation="relu")
+    x = rng.standard_normal((90, 70)).astype(np.float32)
+    want = layer(x)
+    np.testing.assert_array_equal(layer(np.asfortranarray(x)), want)
+    wide = np.zeros((90, 140), np.float32)
+    wide[:, ::2] = x
+    np.testing.assert_array_equal(layer(wide[:, ::2]), want)
