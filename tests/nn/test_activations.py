@@ -185,6 +185,12 @@ def test_softmax_layouts_and_edge(isa, rng):
         np.testing.assert_allclose(nn.softmax(v, axis=0), sp_softmax(v, axis=0), rtol=1e-12)
     big = np.array([[1000.0, 1000.0], [-np.inf, 0.0]], np.float32)
     np.testing.assert_allclose(nn.softmax(big), [[0.5, 0.5], [0.0, 1.0]])
+    # float64 rows (the vector exp): huge, -inf, NaN and +inf entries, a row of only -inf
+    edge = np.array([[1e300, 1e300, 0.0], [-np.inf, 0.0, 1.0], [1.0, np.nan, 2.0],
+                     [np.inf, 1.0, 2.0], [-np.inf] * 3, [-800.0, -800.0, -1e4]])
+    with np.errstate(invalid="ignore"):
+        want = sp_softmax(edge, axis=-1)
+    np.testing.assert_allclose(nn.softmax(edge), want, rtol=1e-12, atol=1e-300, equal_nan=True)
     out = np.empty_like(x)
     assert nn.softmax(x, out=out) is out
     x2 = x.copy()
