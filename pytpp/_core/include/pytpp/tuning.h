@@ -87,11 +87,12 @@
  * latency, per ISA level (a proxy for the core's memory parallelism). AVX2: rows of 64 values,
  * float32 (256 bytes) 16 rows ahead, as measured best on Zen 3 (8 and 32 slower there, 16-32
  * alike on Zen 4), bfloat16 (128 bytes) 32 rows (a Zen 4 core: 1.79 -> 1.38 ms for 2048 bags
- * of 32-100 rows of a 1M-row table, torch 1.79). AVX-512: 64 rows of either (a Zen 5 core,
- * the same bags: float32 1.87 -> 1.25 ms, bfloat16 1.40 -> 0.70 ms, torch 1.27 / 1.20; 128
- * float32 rows no better). */
+ * of 32-100 rows of a 1M-row table, torch 1.79). AVX-512, where the rows go into L1
+ * (embedding_rows.inc): 8 KiB, 32 float32 rows or 64 bfloat16 ones (a Zen 5 core, the same
+ * bags from memory: float32 1324 us at 32 rows, 1337 at 64, 1649 at 16, torch 1488; bfloat16
+ * 1121 at 64, 1247 at 32, torch 1854; bags in cache: 32 float32 rows 99 us, 64 118). */
 #define PYTPP_BAG_PREFETCH_BYTES_AVX2 4096
-#define PYTPP_BAG_PREFETCH_BYTES_AVX512 16384
+#define PYTPP_BAG_PREFETCH_BYTES_AVX512 8192
 #define PYTPP_BAG_PREFETCH_ROWS 16
 
 #endif
