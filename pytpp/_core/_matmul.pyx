@@ -130,19 +130,23 @@ def set_bf16_typenum(int num):
 
 
 def fast(a, b, out=None):
-    """``a @ b`` for 2-D ndarrays of one dtype float32/float64 (and, when given, an `out` of that
-    dtype and shape, unit column stride, not overlapping the inputs); None for anything else, which
-    the general Python path then handles (and validates)."""
+    """``a @ b`` for 1-D or 2-D ndarrays of one dtype float32/float64/bfloat16 (and, when given,
+    an `out` of that dtype and the 2-D product's shape, unit column stride, not overlapping the
+    inputs); None for anything else, which the general Python path then handles (and
+    validates). A 1-D operand is a row (a) or a column (b), its dimension removed from the result
+    as numpy does (1-D @ 1-D: a scalar)."""
     if type(a) is not cnp.ndarray or type(b) is not cnp.ndarray:
         return None
     cdef cnp.ndarray x = <cnp.ndarray>a, y = <cnp.ndarray>b, c
-    if cnp.PyArray_NDIM(x) != 2 or cnp.PyArray_NDIM(y) != 2:
+    cdef int nx = cnp.PyArray_NDIM(x), ny = cnp.PyArray_NDIM(y)
+    if nx < 1 or nx > 2 or ny < 1 or ny > 2 or ((nx == 1 or ny == 1) and out is not None):
         return None
     cdef int t = cnp.PyArray_TYPE(x)
     cdef bint bf16 = t == _bf16_typenum and t >= 0
     if t != cnp.PyArray_TYPE(y) or (t != cnp.NPY_FLOAT32 and t != cnp.NPY_FLOAT64 and not bf16):
         return None
-    cdef int64_t m = cnp.PyArray_DIM(x, 0), k = cnp.PyArray_DIM(x, 1), n = cnp.PyArray_DIM(y, 1)
+    cdef int64_t m = cnp.PyArray_DIM(x, 0) if nx == 2 else 1, k = cnp.PyArray_DIM(x, nx - 1)
+    cdef int64_t n = cnp.PyArray_DIM(y, 1) if ny == 2 else 1
     if cnp.PyArray_DIM(y, 0) != k:
         return None
     cdef int64_t esz = 8 if t == cnp.NPY_FLOAT64 else (2 if bf16 else 4)
@@ -153,10 +157,11 @@ def fast(a, b, out=None):
     if not elem_strides(x, esz) or not elem_strides(y, esz):
         return None
     cdef cnp.npy_intp dims[2]
+    cdef int nc = nx + ny - 2
     if out is None:
-        dims[0] = m
+        dims[0] = m if nx == 2 else n
         dims[1] = n
-        c = cnp.PyArray_EMPTY(2, dims, ct, 0)
+        c = cnp.PyArray_EMPTY(nc, dims, ct, 0)
     else:
         if type(out) is not cnp.ndarray:
             return None
@@ -174,9 +179,12 @@ def fast(a, b, out=None):
         return None
     cdef pytpp_mm_desc d
     d.m, d.n, d.k = m, n, k
-    d.rsa, d.csa = cnp.PyArray_STRIDE(x, 0) // esz, cnp.PyArray_STRIDE(x, 1) // esz
-    d.rsb, d.csb = cnp.PyArray_STRIDE(y, 0) // esz, cnp.PyArray_STRIDE(y, 1) // esz
-    d.ldc = cnp.PyArray_STRIDE(c, 0) // cesz
+    d.csa = cnp.PyArray_STRIDE(x, nx - 1) // esz
+    d.rsa = cnp.PyArray_STRIDE(x, 0) // esz if nx == 2 else k * d.csa
+    d.rsb = cnp.PyArray_STRIDE(y, 0) // esz
+    d.csb = cnp.PyArray_STRIDE(y, 1) // esz if ny == 2 else 1
+    # C's row stride: (m, n) as given; (m,) a column of m rows; (n,) and () one row
+    d.ldc = (cnp.PyArray_STRIDE(c, 0) // cesz if nc == 2 else 1 if nx == 2 else n)
     d.dtype = PYTPP_F64 if t == cnp.NPY_FLOAT64 else (PYTPP_MM_BF16 if bf16 else PYTPP_F32)
     cdef pytpp_mm_kernels ks
     cdef int isa = active_isa()
@@ -184,7 +192,7 @@ def fast(a, b, out=None):
     cdef pytpp_mm_blocking bk
     pytpp_mm_blocking_init(&ks, cache_info(), d.dtype, &bk)
     run_blocked(&ks, &bk, &d, cnp.PyArray_DATA(x), cnp.PyArray_DATA(y), cnp.PyArray_DATA(c))
-    return c
+    return c[()] if nc == 0 else c
 
 
 cdef inline void fill_desc(pytpp_mm_desc *d, cnp.ndarray a, cnp.ndarray b, cnp.ndarray c, int dt):

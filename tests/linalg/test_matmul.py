@@ -8,6 +8,7 @@ k * eps error).
 """
 import itertools
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -276,3 +277,19 @@ def test_random_shapes_and_strides(m, n, k, lead_a, lead_b, ta, tb, sa, sb, flip
 
     a, b = make(lead_a, m, k, ta, sa), make(lead_b, k, n, tb, sb)
     check(pytpp.matmul(a, b), a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [np.dtype(ml_dtypes.bfloat16)])
+def test_one_d_operands_take_the_fast_path_with_numpys_shapes(isa, dtype, rng):
+    """1-D operands (a row on the left, a column on the right, strided or reversed): numpy's
+    result shapes and types (a scalar for two vectors), the bits of the same product written
+    with 2-D operands."""
+    m = rng.standard_normal((37, 300)).astype(dtype)
+    x = rng.standard_normal(600).astype(dtype)
+    for v in (x[:300], x[::2], x[::-2]):
+        np.testing.assert_array_equal(pytpp.matmul(v, m.T), pytpp.matmul(v[None, :], m.T)[0])
+        np.testing.assert_array_equal(pytpp.matmul(m, v), pytpp.matmul(m, v[:, None])[:, 0])
+        d = pytpp.matmul(v, x[:300])
+        assert np.ndim(d) == 0 and not isinstance(d, np.ndarray)
+        assert d == pytpp.matmul(v[None, :], x[:300, None])[0, 0]
+    assert pytpp.matmul(x[:0], x[:0]) == 0.0
