@@ -326,6 +326,10 @@ def conv2d(x: ArrayLike, w: "ArrayLike | PackedConvWeight", bias: ArrayLike | No
     if algorithm not in ALGORITHMS:
         raise ValueError(f"{fn}: algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
     x = A.float_operand(x, "x", fn)
+    xt = A.channels_last(x, fmt) if out is None else None
+    if xt is not None:   # channels-last memory: the NHWC kernels, the result in that order too
+        return conv2d(xt, w, bias, stride, padding, dilation, groups, data_format="NHWC",
+                      activation=activation, algorithm=algorithm).transpose(0, 3, 1, 2)
     w, wshape, w_dt = _weight_arg(w, fn)
     N, C, H, W, K, R, S, P, Q, st, dl, pads = _geometry(x.shape, wshape, stride, padding,
                                                         dilation, groups, fmt, fn)

@@ -137,6 +137,10 @@ def max_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
     fn = "pytpp.nn.max_pool2d"
     fmt, x, _, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
     if not return_indices:
+        xt = A.channels_last(x, fmt)     # channels-last memory: the NHWC rows, that order out
+        if xt is not None:
+            return _forward_c(0, "NHWC", xt, k, s, p, P, Q).astype(x.dtype, copy=False
+                                                                 ).transpose(0, 3, 1, 2)
         return _forward_c(0, fmt, x, k, s, p, P, Q).astype(x.dtype, copy=False)
     xc = _compute_view(x)
     N, C, H, W = xc.shape if fmt == "NCHW" else (xc.shape[0], xc.shape[3]) + xc.shape[1:3]
@@ -164,6 +168,10 @@ def avg_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
     """
     fn = "pytpp.nn.avg_pool2d"
     fmt, x, _, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
+    xt = A.channels_last(x, fmt)
+    if xt is not None:
+        return _forward_c(1, "NHWC", xt, k, s, p, P, Q).astype(x.dtype, copy=False
+                                                             ).transpose(0, 3, 1, 2)
     return _forward_c(1, fmt, x, k, s, p, P, Q).astype(x.dtype, copy=False)
 
 
