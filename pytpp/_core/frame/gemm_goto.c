@@ -273,7 +273,12 @@ static void goto_rect(const job *jb, int64_t m0, int64_t m1, int64_t n0, int64_t
     /* balanced block sizes: the last block is not a sliver */
     const int64_t kc = jb->bpre ? e->kc : rup(cdiv(k, cdiv(k, e->kc)), e->kstep);
     const int64_t mc = rup(cdiv(m1 - m0, cdiv(m1 - m0, e->mc)), MR);
-    const int64_t nc = rup(cdiv(n1 - n0, cdiv(n1 - n0, e->nc)), NR);
+    /* a bf16 B^T (x @ w.T) transposed block by block: blocks of 128 columns (256 KiB at kc
+     * 2048) stay in L2 between their pack and their tiles (4096^2 w, one Zen 5 core: 16 rows
+     * 3.46 -> 3.17 ms, 64 rows 6.34 -> 6.04, 512 rows 36.5 -> 35.5; torch 3.16 / 5.62 / 35.6) */
+    const int64_t enc = e->dtype == PYTPP_MM_BF16 && !e->widen && !jb->bpre && d->rsb == 1 &&
+                        d->csb != 1 ? imin(e->nc, 128) : e->nc;
+    const int64_t nc = rup(cdiv(n1 - n0, cdiv(n1 - n0, enc)), NR);
     for (int64_t ic = m0; ic < m1; ic += mc) {
         const int64_t mcb = imin(mc, m1 - ic);
         for (int64_t pc = 0; pc < k; pc += kc) {
