@@ -3,7 +3,7 @@ docs/conv.md): forward with a fused bias + activation epilogue, backward by data
 packed weights, and the explicit layout transforms the engine uses."""
 import numpy as np
 
-from pytpp import _validate
+from pytpp import _layout, _validate
 from pytpp._core import _conv, _runtime
 from pytpp._typing import Array, ArrayLike
 from pytpp.nn import _conv_args as A
@@ -327,9 +327,10 @@ def conv2d(x: ArrayLike, w: "ArrayLike | PackedConvWeight", bias: ArrayLike | No
         raise ValueError(f"{fn}: algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
     x = A.float_operand(x, "x", fn)
     xt = A.channels_last(x, fmt) if out is None else None
-    if xt is not None:   # channels-last memory: the NHWC kernels, the result in that order too
-        return conv2d(xt, w, bias, stride, padding, dilation, groups, data_format="NHWC",
-                      activation=activation, algorithm=algorithm).transpose(0, 3, 1, 2)
+    if xt is not None:   # channels-last memory: the NHWC kernels, the result to NCHW order
+        return _layout.contiguous(conv2d(xt, w, bias, stride, padding, dilation, groups,
+                                         data_format="NHWC", activation=activation,
+                                         algorithm=algorithm).transpose(0, 3, 1, 2))
     w, wshape, w_dt = _weight_arg(w, fn)
     N, C, H, W, K, R, S, P, Q, st, dl, pads = _geometry(x.shape, wshape, stride, padding,
                                                         dilation, groups, fmt, fn)

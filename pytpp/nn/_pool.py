@@ -8,6 +8,7 @@ indices max_pool2d returns, scattered to them); adaptive pooling is numpy (an in
 float64)."""
 import numpy as np
 
+from pytpp import _layout
 from pytpp._core import _conv
 from pytpp._typing import Array, ArrayLike
 from pytpp.nn import _conv_args as A
@@ -137,10 +138,10 @@ def max_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
     fn = "pytpp.nn.max_pool2d"
     fmt, x, _, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
     if not return_indices:
-        xt = A.channels_last(x, fmt)     # channels-last memory: the NHWC rows, that order out
+        xt = A.channels_last(x, fmt)     # channels-last memory: the NHWC rows, NCHW order out
         if xt is not None:
-            return _forward_c(0, "NHWC", xt, k, s, p, P, Q).astype(x.dtype, copy=False
-                                                                 ).transpose(0, 3, 1, 2)
+            return _layout.contiguous(_forward_c(0, "NHWC", xt, k, s, p, P, Q).astype(
+                x.dtype, copy=False).transpose(0, 3, 1, 2))
         return _forward_c(0, fmt, x, k, s, p, P, Q).astype(x.dtype, copy=False)
     xc = _compute_view(x)
     N, C, H, W = xc.shape if fmt == "NCHW" else (xc.shape[0], xc.shape[3]) + xc.shape[1:3]
@@ -170,8 +171,8 @@ def avg_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
     fmt, x, _, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
     xt = A.channels_last(x, fmt)
     if xt is not None:
-        return _forward_c(1, "NHWC", xt, k, s, p, P, Q).astype(x.dtype, copy=False
-                                                             ).transpose(0, 3, 1, 2)
+        return _layout.contiguous(_forward_c(1, "NHWC", xt, k, s, p, P, Q).astype(
+            x.dtype, copy=False).transpose(0, 3, 1, 2))
     return _forward_c(1, fmt, x, k, s, p, P, Q).astype(x.dtype, copy=False)
 
 
