@@ -23,16 +23,27 @@ _SCRATCH_MAX = 16 << 20
 _local = threading.local()
 
 
-def _order(a):
-    """The axes of a (every one longer than 1) from the slowest in memory to the fastest, when
-    its elements fill one block in that order with positive strides; else None."""
-    order = sorted(range(a.ndim), key=lambda i: -a.strides[i])
+def dense_order(a):
+    """The axes of a longer than 1, from the slowest in memory to the fastest, when its elements
+    fill one block in that order with positive strides (C, Fortran, transposed views...); else
+    None."""
+    order = sorted((i for i in range(a.ndim) if a.shape[i] > 1), key=lambda i: -a.strides[i])
     expect = a.itemsize
     for i in reversed(order):
         if a.strides[i] != expect:
             return None
         expect *= a.shape[i]
     return order
+
+
+def channels_last(x):
+    """x (N, C, ...) as the C-ordered (N, ..., C) view when its memory is channels-last (torch's
+    channels_last seen through numpy), for the NHWC kernels; None otherwise."""
+    if x.ndim >= 3 and not x.flags.c_contiguous:
+        xt = np.moveaxis(x, 1, -1)
+        if xt.flags.c_contiguous:
+            return xt
+    return None
 
 
 def _swap(src_order, dst_order):
@@ -70,12 +81,12 @@ def _gather(s0, d0, so, do):
 
 
 def copy_into(dst, src):
-    """dst[...] = src for arrays of one shape and dtype; by batched transposes of the level's
-    kernel where both fill one block each and their memory orders differ by a swap of two
-    groups of axes, else by numpy."""
+    """dst[...] = src for arrays of one shape: by the row gather or batched transposes of the
+    level's kernels where both have one dtype, fill one block each and their memory orders
+    differ as those move them; else by numpy's assignment (which casts as it goes)."""
     s0, d0 = np.squeeze(src), np.squeeze(dst)     # views without the axes of length 1
-    so = _order(s0) if src.size > 1 and src.shape == dst.shape else None
-    do = _order(d0) if so is not None else None
+    so = dense_order(s0) if src.size > 1 and src.shape == dst.shape else None
+    do = dense_order(d0) if so is not None else None
     if (do is not None and so != do and src.dtype == dst.dtype and src.itemsize in (2, 4, 8)
             and not np.may_share_memory(src, dst)):
         if _gather(s0, d0, so, do):

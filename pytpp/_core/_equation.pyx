@@ -19,6 +19,14 @@ MAX_VTEMPS = PYTPP_EQN_MAX_VTEMPS
 F64, F32, BF16 = PYTPP_EW_F64, PYTPP_EW_F32, PYTPP_EW_BF16
 
 
+cdef _check(int err):
+    """The driver's return code as an exception."""
+    if err == -1:
+        raise MemoryError("pytpp.tpp.equation: no memory for the tiles")
+    if err:
+        raise RuntimeError(f"pytpp.tpp.equation: the engine refused the program ({err})")
+
+
 cdef class Program:
     """A planned equation in C: instructions (kind, op, src0, src1, src2, dst, col, k) with
     slots as equation.h numbers them; compute dtype code; number of temporaries and inputs."""
@@ -108,10 +116,7 @@ cdef class Program:
         isa, nt = active_isa(), num_threads()
         with nogil:
             err = pytpp_eqn_run(isa, &self.prog, m, n, ops, &od, strategy, nt)
-        if err == -1:
-            raise MemoryError("pytpp.tpp.equation: no memory for the tiles")
-        if err:
-            raise RuntimeError(f"pytpp.tpp.equation: the engine refused the program ({err})")
+        _check(err)
         return o
 
     def run(self, list inputs, list specs, cnp.ndarray out, int out_dtype, int strategy):
@@ -133,7 +138,4 @@ cdef class Program:
         with nogil:
             err = pytpp_eqn_run(isa, &self.prog, m, n, ops, &o, strategy, nt)
         free(ops)
-        if err == -1:
-            raise MemoryError("pytpp.tpp.equation: no memory for the tiles")
-        if err:
-            raise RuntimeError(f"pytpp.tpp.equation: the engine refused the program ({err})")
+        _check(err)

@@ -64,10 +64,7 @@ def _finish(target, out, result):
     if out is None:
         return target if target.dtype == result else target.astype(result)
     if target is not out:
-        if out.dtype == target.dtype:
-            _layout.copy_into(out, target)
-        else:
-            np.copyto(out, target, casting="unsafe")   # same_kind was checked against the result
+        _layout.copy_into(out, target)   # same_kind was checked against the result
     return out
 
 
@@ -137,16 +134,10 @@ def _fold(shape, arrays):
 
 
 def _dense_strides(a):
-    """a's element strides over its axes longer than 1 when its elements fill one block in
-    some axis order (C, Fortran, a transposed view...), else None."""
-    if a.flags.c_contiguous or a.flags.f_contiguous:
-        return tuple(s // a.itemsize for s, n in zip(a.strides, a.shape) if n > 1)
-    dims = sorted((s, n) for s, n in zip(a.strides, a.shape) if n > 1)
-    expect = a.itemsize
-    for s, n in dims:
-        if s != expect:
-            return None
-        expect *= n
+    """a's element strides over its axes longer than 1 when it fills one block (in any axis
+    order), else None."""
+    if _layout.dense_order(a) is None:
+        return None
     return tuple(s // a.itemsize for s, n in zip(a.strides, a.shape) if n > 1)
 
 
@@ -158,8 +149,8 @@ def _run(kind, op, fn, ins, out, bits=None, ldm=0, **kw):
     arrays = list(ins) + [out]
     if all(a.flags.c_contiguous for a in arrays):   # the common case, without the stride walk
         plan = (1, out.size, [out.size] * len(arrays))
-    elif bits is None and len({_dense_strides(a) for a in arrays} - {None}) == 1 and all(
-            _dense_strides(a) is not None for a in arrays):
+    elif bits is None and None not in (orders := {_dense_strides(a) for a in arrays}) and len(
+            orders) == 1:
         # every array one block in the same memory order (Fortran order, transposed views):
         # element i of each lies at the same offset, so the block is one long row
         plan = (1, out.size, [out.size] * len(arrays))

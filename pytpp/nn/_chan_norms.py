@@ -61,10 +61,7 @@ def _result(y, out, result):
     if out is None:
         return y.astype(result, copy=False)
     if y is not out:
-        if out.dtype == y.dtype:
-            _layout.copy_into(out, y)
-        else:
-            np.copyto(out, y, casting="unsafe")
+        _layout.copy_into(out, y)
     return out
 
 
@@ -295,10 +292,9 @@ def batch_norm(x: ArrayLike, running_mean: Array | None, running_var: Array | No
     nhwc = _is_nhwc(data_format, fn)
     x = _channels_operand(x, "x", fn)
     back = None
-    if not nhwc and out is None and x.ndim >= 3 and not x.flags.c_contiguous:
-        xt = np.moveaxis(x, 1, -1)
-        if xt.flags.c_contiguous:    # channels last in memory (torch's channels_last): as NHWC
-            x, nhwc, back = xt, True, (lambda r: np.moveaxis(r, -1, 1))
+    xt = _layout.channels_last(x) if not nhwc and out is None else None
+    if xt is not None:    # channels last in memory: as NHWC, the result in that order
+        x, nhwc, back = xt, True, (lambda r: np.moveaxis(r, -1, 1))
     N, C, hw = _bn_geometry(x, nhwc)
     rm = _running(running_mean, C, "running_mean", fn, bool(training))
     rv = _running(running_var, C, "running_var", fn, bool(training))

@@ -326,7 +326,7 @@ def conv2d(x: ArrayLike, w: "ArrayLike | PackedConvWeight", bias: ArrayLike | No
     if algorithm not in ALGORITHMS:
         raise ValueError(f"{fn}: algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
     x = A.float_operand(x, "x", fn)
-    xt = A.channels_last(x, fmt) if out is None else None
+    xt = _layout.channels_last(x) if fmt == "NCHW" and out is None else None
     if xt is not None:   # channels-last memory: the NHWC kernels, the result to NCHW order
         return _layout.contiguous(conv2d(xt, w, bias, stride, padding, dilation, groups,
                                          data_format="NHWC", activation=activation,

@@ -35,16 +35,6 @@ def data_format(fmt, fn):
     return fmt
 
 
-def channels_last(x, fmt):
-    """The NHWC view of an NCHW x whose memory is NHWC (torch's channels_last seen through
-    numpy), for the NHWC kernels; None for anything else."""
-    if fmt == "NCHW" and x.ndim == 4 and not x.flags.c_contiguous:
-        xt = x.transpose(0, 2, 3, 1)
-        if xt.flags.c_contiguous:
-            return xt
-    return None
-
-
 def activation(act, fn):
     if act not in ACTIVATIONS:
         raise ValueError(f"{fn}: activation must be None, 'relu' or 'gelu', got {act!r}")

@@ -102,10 +102,7 @@ def _finish(y, out, shape, result):
     if out is None:
         return y.reshape(shape).astype(result, copy=False)
     if not np.shares_memory(y, out):
-        if out.dtype == y.dtype:
-            _layout.copy_into(out, y.reshape(shape))
-        else:
-            np.copyto(out, y.reshape(shape), casting="unsafe")
+        _layout.copy_into(out, y.reshape(shape))
     return out
 
 

@@ -138,7 +138,8 @@ def max_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
     fn = "pytpp.nn.max_pool2d"
     fmt, x, _, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
     if not return_indices:
-        xt = A.channels_last(x, fmt)     # channels-last memory: the NHWC rows, NCHW order out
+        # channels-last memory: the NHWC rows, the result in NCHW order
+        xt = _layout.channels_last(x) if fmt == "NCHW" else None
         if xt is not None:
             return _layout.contiguous(_forward_c(0, "NHWC", xt, k, s, p, P, Q).astype(
                 x.dtype, copy=False).transpose(0, 3, 1, 2))
@@ -169,7 +170,7 @@ def avg_pool2d(x: ArrayLike, kernel_size: int | tuple[int, int],
     """
     fn = "pytpp.nn.avg_pool2d"
     fmt, x, _, k, s, p, P, Q = _pool_args(x, kernel_size, stride, padding, data_format, fn)
-    xt = A.channels_last(x, fmt)
+    xt = _layout.channels_last(x) if fmt == "NCHW" else None
     if xt is not None:
         return _layout.contiguous(_forward_c(1, "NHWC", xt, k, s, p, P, Q).astype(
             x.dtype, copy=False).transpose(0, 3, 1, 2))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pytpp
-from pytpp._core import _lowp as _core_lowp, _runtime
+from pytpp._core import _lowp as _core_lowp
 from pytpp.tpp import _lowp
 
 I8, U8 = np.int8, np.uint8
@@ -36,16 +36,19 @@ def kernels(adt, bdt):
     return list(_core_lowp.i8_kernels_available(np.dtype(adt) == I8, np.dtype(bdt) == I8))
 
 
-def test_auto_picks_vpdpbusd_for_every_pair():
-    """Where the CPU has VNNI, every type pair runs on it as u8 x s8 does (the others ran on
-    the int16 kernels at a third of the speed)."""
-    if not any("vnni" in k for k in kernels(I8, I8)):
-        pytest.skip("no VNNI kernels on this CPU")
-    isa = _runtime.active_isa_index()
+def test_auto_picks_the_u8_s8_kernel_for_every_pair():
+    """At every level this CPU runs, every type pair takes the kernel u8 x s8 takes: vpdpbusd
+    where the level has VNNI (the other pairs ran on the int16 kernels at a third of the
+    speed), the int16 or portable one elsewhere."""
     S8, U8_ = _core_lowp.S8, _core_lowp.U8
-    for at, bt in ((S8, S8), (U8_, U8_), (S8, U8_)):
-        assert _core_lowp.kernel_name(isa, 0, at, bt) == _core_lowp.kernel_name(isa, 0, U8_, S8)
-    assert "vnni" in _core_lowp.kernel_name(isa, 0, U8_, S8)
+    has_vnni = any("vnni" in k for k in kernels(I8, I8))
+    for level in pytpp.available_isas():
+        isa = pytpp._config.LEVELS.index(level)
+        want = _core_lowp.kernel_name(isa, 0, U8_, S8)
+        for at, bt in ((S8, S8), (U8_, U8_), (S8, U8_)):
+            assert _core_lowp.kernel_name(isa, 0, at, bt) == want, level
+        if level == "avx512" and has_vnni:
+            assert "vnni" in want
 
 
 @pytest.mark.parametrize("adt,bdt", PAIRS)

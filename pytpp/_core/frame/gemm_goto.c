@@ -115,37 +115,26 @@ static void pack_a(const eng *e, const char *a, int64_t rsa, int64_t csa, int64_
 static void pack_b(const eng *e, const char *b, int64_t rsb, int64_t csb, int64_t kcb,
                    int64_t ncb, void *dst)
 {
-    if (e->ew && e->ew->transpose && rsb == 1 && csb != 1 && e->dtype == PYTPP_MM_BF16 &&
-        !e->widen && csb % 2 == 0 && (uintptr_t)b % 4 == 0) {
-        /* bf16 B^T: a panel's VNNI pair rows are the transpose of its NR rows of w read as
-         * 32-bit words (pairs along k), by the level's float32 transpose kernel; an odd
-         * depth's last value and the columns past n padded with zeros (x @ w.T, 4096 x 4096
-         * w, one Zen 5 core: 16 rows of x 9.9 -> 3.4 ms, 128 rows 18.1 -> 11.0 ms; the
-         * portable packer moves one value at a time) */
-        const int64_t NR = e->nr, kcp = rup(kcb, 2), kq = kcb / 2;
+    const int pairs = e->dtype == PYTPP_MM_BF16;     /* bf16: pairs along k as 32-bit words */
+    if (e->ew && e->ew->transpose && rsb == 1 && csb != 1 &&
+        (!pairs || (!e->widen && csb % 2 == 0 && (uintptr_t)b % 4 == 0))) {
+        /* B^T is contiguous (x @ w.T): each NR-column panel is the transpose of NR rows of w,
+         * which the level's transpose kernel makes in register tiles; for bf16 the rows read as
+         * 32-bit words (the panel's VNNI pair rows), an odd depth's last value set alone. The
+         * portable packer moves one element at a time: f32 2.4x slower; bf16 x @ w.T, 4096 x
+         * 4096 w, one Zen 5 core: 16 rows of x 9.9 -> 3.4 ms, 128 rows 18.1 -> 11.0 ms. */
+        const int64_t NR = e->nr, wsz = pairs ? 4 : (int64_t)e->esz;
+        const int64_t words = pairs ? kcb / 2 : kcb, rows = pairs ? rup(kcb, 2) / 2 : kcb;
         for (int64_t q = 0; q < ncb; q += NR) {
             const int64_t nrr = imin(NR, ncb - q);
-            const uint16_t *s = (const uint16_t *)b + q * csb;
-            uint32_t *d = (uint32_t *)((uint16_t *)dst + q * kcp);
-            if (kq) e->ew->transpose(nrr, kq, s, csb / 2, d, NR);
-            if (kcb & 1)
-                for (int64_t j = 0; j < nrr; ++j) d[kq * NR + j] = s[j * csb + kcb - 1];
-            for (int64_t p = 0; nrr < NR && p < kcp / 2; ++p)
-                memset(d + p * NR + nrr, 0, (size_t)(NR - nrr) * sizeof(uint32_t));
-        }
-        return;
-    }
-    if (e->ew && e->ew->transpose && rsb == 1 && csb != 1 && e->dtype != PYTPP_MM_BF16) {
-        /* B^T is contiguous (x @ w.T): each NR-column panel is the transpose of NR rows of
-         * w, which the level's transpose kernel makes in register tiles (the portable
-         * packer moves one element at a time: 2.4x slower) */
-        const int64_t NR = e->nr, esz = (int64_t)e->esz;
-        for (int64_t q = 0; q < ncb; q += NR) {
-            const int64_t nrr = imin(NR, ncb - q);
-            char *d = (char *)dst + q * kcb * esz;
-            e->ew->transpose(nrr, kcb, b + q * csb * esz, csb, d, NR);
-            for (int64_t p = 0; nrr < NR && p < kcb; ++p)
-                memset(d + (p * NR + nrr) * esz, 0, (size_t)((NR - nrr) * esz));
+            const char *s = b + q * csb * (int64_t)e->in_esz;
+            char *d = (char *)dst + q * rows * wsz;
+            if (words) e->ew->transpose(nrr, words, s, pairs ? csb / 2 : csb, d, NR);
+            if (pairs && (kcb & 1))
+                for (int64_t j = 0; j < nrr; ++j)
+                    ((uint32_t *)d)[words * NR + j] = ((const uint16_t *)s)[j * csb + kcb - 1];
+            for (int64_t p = 0; nrr < NR && p < rows; ++p)
+                memset(d + (p * NR + nrr) * wsz, 0, (size_t)((NR - nrr) * wsz));
         }
         return;
     }
@@ -842,7 +831,7 @@ void pytpp_mm_pack_b_full(const pytpp_mm_blocking *bk, const struct pytpp_ew_ker
     e.dtype = dtype;
     e.mr = bk->mr;
     e.nr = bk->nr;
-    e.esz = dtype_size(dtype);
+    e.esz = e.in_esz = dtype_size(dtype);
     const int64_t npad = rup(imax(n, 1), bk->nr), esz = (int64_t)e.esz;
     const int64_t nblocks = cdiv(k, bk->kc);
     #pragma omp parallel for num_threads(nthreads) schedule(static) if (nthreads > 1 && k * n > (1 << 16))
