@@ -292,4 +292,9 @@ def test_one_d_operands_take_the_fast_path_with_numpys_shapes(isa, dtype, rng):
         d = pytpp.matmul(v, x[:300])
         assert np.ndim(d) == 0 and not isinstance(d, np.ndarray)
         assert d == pytpp.matmul(v[None, :], x[:300, None])[0, 0]
+        # the dot product's four chains against float64: 2 k eps sum |v x| (bf16: the inputs
+        # are exact in float32 and the products accumulate in float32)
+        v64, x64 = v.astype(np.float64), x[:300].astype(np.float64)
+        eps = np.finfo(np.float64 if dtype == np.float64 else np.float32).eps
+        assert abs(float(d) - v64 @ x64) <= 2 * 300 * eps * (np.abs(v64) @ np.abs(x64))
     assert pytpp.matmul(x[:0], x[:0]) == 0.0
