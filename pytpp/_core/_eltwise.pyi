@@ -17,6 +17,9 @@ KIND_RAND: int
 KIND_SOFTMAX: int
 KIND_DROPOUT: int
 KIND_DROPOUT_INV: int
+Q_U8: int
+Q_S8: int
+Q_I32: int
 UNARY_CODES: dict[str, int]
 BINARY_CODES: dict[str, int]
 TERNARY_CODES: dict[str, int]
@@ -36,6 +39,12 @@ def reduce(x: NDArray[Any], m: int, n: int, ldx: int, x_dt: int, out: NDArray[An
            axis: int, op: int, squared: bool, cdt: int, isa: int) -> None: ...
 def transpose(x: NDArray[Any], m: int, n: int, ldx: int, y: NDArray[Any], ldy: int, esz: int,
               isa: int) -> None: ...
+def quantize(x: NDArray[Any], m: int, n: int, ldx: int, x_dt: int, q: NDArray[Any], ldq: int,
+             q_signed: bool, s: NDArray[np.float64], z: NDArray[np.float64], pmode: int,
+             period: int, isa: int, threads: int | None = None) -> bool: ...
+def dequantize(q: NDArray[Any], m: int, n: int, ldq: int, q_dt: int, y: NDArray[Any], ldy: int,
+               y_dt: int, s: NDArray[np.float64], z: NDArray[np.float64], pmode: int,
+               period: int, isa: int, threads: int | None = None) -> None: ...
 def vnni(x: NDArray[Any], k: int, n: int, ldx: int, y: NDArray[Any], esz: int,
          alpha: int) -> None: ...
 def vnni_transpose(x: NDArray[Any], k: int, n: int, y: NDArray[Any], esz: int,

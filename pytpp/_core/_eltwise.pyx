@@ -19,6 +19,8 @@ KIND_TERNARY = PYTPP_EW_KIND_TERNARY
 KIND_CMP, KIND_BLEND, KIND_RAND, KIND_SOFTMAX = (PYTPP_EW_KIND_CMP, PYTPP_EW_KIND_BLEND,
                                                  PYTPP_EW_KIND_RAND, PYTPP_EW_KIND_SOFTMAX)
 KIND_DROPOUT, KIND_DROPOUT_INV = PYTPP_EW_KIND_DROPOUT, PYTPP_EW_KIND_DROPOUT_INV
+# integer storage of the (de)quantize TPPs (enum pytpp_q_dtype)
+Q_U8, Q_S8, Q_I32 = PYTPP_Q_U8, PYTPP_Q_S8, PYTPP_Q_I32
 
 
 cdef dict op_codes(int family):
@@ -67,7 +69,11 @@ def table_slots(int isa, int cdt):
                     ("dropout", kt.dropout != NULL), ("dropout_inv", kt.dropout_inv != NULL),
                     ("rand", kt.rand != NULL), ("softmax", kt.softmax != NULL),
                     ("reduce_row", kt.reduce_row != NULL), ("reduce_acc", kt.reduce_acc != NULL),
-                    ("transpose", kt.transpose != NULL)]
+                    ("transpose", kt.transpose != NULL),
+                    ("dequantize", kt.dequantize != NULL),
+                    # quantize runs in float64; float32 tables have its float32-input form
+                    ("quantize" if cdt == PYTPP_EW_F64 else "quantize_f32",
+                     (kt.quantize if cdt == PYTPP_EW_F64 else kt.quantize_f32) != NULL)]
     res["convert"] = []
     for i, dt in enumerate(("f64", "f32", "bf16")):
         res["convert"].append((f"load_{dt}", kt.load_cvt[i] != NULL))
@@ -134,6 +140,44 @@ def transpose(cnp.ndarray x, int64_t m, int64_t n, int64_t ldx, cnp.ndarray y, i
     cdef int nt = num_threads()
     with nogil:
         pytpp_ew_transpose(k32, k64, esz, m, n, px, ldx, py, ldy, nt)
+
+
+def quantize(cnp.ndarray x, int64_t m, int64_t n, int64_t ldx, int x_dt, cnp.ndarray q,
+             int64_t ldq, bint q_signed, cnp.ndarray s, cnp.ndarray z, int pmode, int64_t period,
+             int isa, threads=None):
+    """q (m x n bytes) = the quantized x (eltwise.h pytpp_ew_quantize); s, z: C-contiguous
+    float64 parameters the caller checked. Returns True when x held a NaN."""
+    cdef const pytpp_ew_kernels *kt32 = table(isa, PYTPP_EW_F32)
+    cdef const pytpp_ew_kernels *kt64 = table(isa, PYTPP_EW_F64)
+    cdef const void *px = ptr(x)
+    cdef uint8_t *pq = <uint8_t *>ptr(q)
+    cdef const double *ps = <const double *>ptr(s)
+    cdef const double *pz = <const double *>ptr(z)
+    cdef int err, nt = num_threads() if threads is None else threads
+    with nogil:
+        err = pytpp_ew_quantize(kt32, kt64, m, n, px, ldx, x_dt, pq, ldq, q_signed, ps, pz,
+                                pmode, period, nt)
+    if err < 0:
+        raise MemoryError("pytpp: quantize scratch allocation failed")
+    return err == 1
+
+
+def dequantize(cnp.ndarray q, int64_t m, int64_t n, int64_t ldq, int q_dt, cnp.ndarray y,
+               int64_t ldy, int y_dt, cnp.ndarray s, cnp.ndarray z, int pmode, int64_t period,
+               int isa, threads=None):
+    """y (m x n, storage y_dt) = the dequantized q (eltwise.h pytpp_ew_dequantize)."""
+    cdef const pytpp_ew_kernels *kt = table(isa, PYTPP_EW_F64 if y_dt == PYTPP_EW_F64
+                                            else PYTPP_EW_F32)
+    cdef const void *pq = ptr(q)
+    cdef void *py = ptr(y)
+    cdef const double *ps = <const double *>ptr(s)
+    cdef const double *pz = <const double *>ptr(z)
+    cdef int err, nt = num_threads() if threads is None else threads
+    with nogil:
+        err = pytpp_ew_dequantize(kt, m, n, pq, ldq, q_dt, py, ldy, y_dt, ps, pz, pmode, period,
+                                  nt)
+    if err < 0:
+        raise MemoryError("pytpp: dequantize scratch allocation failed")
 
 
 def vnni(cnp.ndarray x, int64_t k, int64_t n, int64_t ldx, cnp.ndarray y, int esz, int alpha):

@@ -24,6 +24,9 @@ cdef extern from "pytpp/eltwise.h" nogil:
         PYTPP_EW_N_UNARY
         PYTPP_EW_N_BINARY
         PYTPP_EW_N_TERNARY
+        PYTPP_Q_U8
+        PYTPP_Q_S8
+        PYTPP_Q_I32
 
     const char *pytpp_ew_op_name(int family, int op)
     int pytpp_ew_approx_of(int op)
@@ -47,6 +50,9 @@ cdef extern from "pytpp/eltwise.h" nogil:
         void *reduce_row
         void *reduce_acc
         void *transpose
+        void *quantize
+        void *quantize_f32
+        void *dequantize
         void *load_cvt[3]
         void *store_cvt[3]
 
@@ -75,6 +81,14 @@ cdef extern from "pytpp/eltwise.h" nogil:
     int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt64, int esz,
                            int64_t m, int64_t n, const void *x, int64_t ldx, void *y,
                            int64_t ldy, int nthreads)
+    int pytpp_ew_quantize(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt64,
+                          int64_t m, int64_t n, const void *x, int64_t ldx, int x_dt, uint8_t *q,
+                          int64_t ldq, int q_signed, const double *s, const double *z, int pmode,
+                          int64_t period, int nthreads)
+    int pytpp_ew_dequantize(const pytpp_ew_kernels *kt, int64_t m, int64_t n, const void *q,
+                            int64_t ldq, int q_dt, void *y, int64_t ldy, int y_dt,
+                            const double *s, const double *z, int pmode, int64_t period,
+                            int nthreads)
     void pytpp_ew_vnni(int esz, int alpha, int64_t k, int64_t n, const void *x, int64_t ldx,
                        void *y)
     void pytpp_ew_vnni_transpose(int esz, int alpha, int64_t k, int64_t n, const void *x, void *y)

@@ -1,7 +1,8 @@
-"""Quantized inference: exact 8-bit GEMM (u8 x s8, s8 x s8, u8 x u8) and quantized (dynamic)
-linear layers against torch._int_mm, torch's dynamically quantized Linear, onnxruntime (when
-installed: MatMulInteger, and the dynamically quantized linear graph DynamicQuantizeLinear +
-MatMulInteger + dequantize), numpy and pytpp's float32 kernels (ref)."""
+"""Quantized inference: the quantize / dequantize maps, exact 8-bit GEMM (u8 x s8, s8 x s8,
+u8 x u8) and quantized (dynamic) linear layers against torch (quantize_per_tensor /
+quantize_per_channel, _int_mm, the dynamically quantized Linear), onnxruntime when installed
+(QuantizeLinear / DequantizeLinear, MatMulInteger, the dynamically quantized linear graph
+DynamicQuantizeLinear + MatMulInteger + dequantize), numpy and pytpp's float32 kernels (ref)."""
 import numpy as np
 
 import pytpp
@@ -65,6 +66,75 @@ def _onnx_dynamic_linear(w, scale, bias):
     opts.intra_op_num_threads = pytpp.get_num_threads()
     return ort.InferenceSession(model.SerializeToString(), opts,
                                 providers=["CPUExecutionProvider"])
+
+
+def _onnx_qdq(quantize, per_channel_n=None):
+    """An onnxruntime session of QuantizeLinear (float32 X -> uint8) or DequantizeLinear (uint8
+    X -> float32) with the parameters as inputs (per channel along axis 1 when per_channel_n),
+    or None."""
+    try:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+    except ImportError:
+        return None
+    op = "QuantizeLinear" if quantize else "DequantizeLinear"
+    in_t, out_t = ((TensorProto.FLOAT, TensorProto.UINT8) if quantize
+                   else (TensorProto.UINT8, TensorProto.FLOAT))
+    pshape = [] if per_channel_n is None else [per_channel_n]
+    attrs = {} if per_channel_n is None else {"axis": 1}
+    graph = helper.make_graph(
+        [helper.make_node(op, ["X", "s", "z"], ["Y"], **attrs)], "qdq",
+        [helper.make_tensor_value_info("X", in_t, ["m", "n"]),
+         helper.make_tensor_value_info("s", TensorProto.FLOAT, pshape),
+         helper.make_tensor_value_info("z", TensorProto.UINT8, pshape)],
+        [helper.make_tensor_value_info("Y", out_t, ["m", "n"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = pytpp.get_num_threads()
+    return ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+
+
+def _maps(h, m, n, threads, per_channel):
+    """quantize float32 -> uint8 and dequantize back, per tensor or per column; bytes read and
+    written per call as the work (memory-bound maps)."""
+    how = "per channel" if per_channel else "per tensor"
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    s = rng.uniform(0.01, 0.05, n) if per_channel else 0.03
+    z = rng.integers(100, 156, n) if per_channel else 128
+    axis = 1 if per_channel else None
+    q = pytpp.quant.quantize(x, s, z, axis=axis)
+    qo, yo = np.empty_like(q), np.empty((m, n), np.float32)
+    kq = pytpp.tpp.unary("quantize", m, n, np.float32, channel_axis=axis)
+    kd = pytpp.tpp.unary("dequantize", m, n, np.uint8, channel_axis=axis)
+    s32 = np.asarray(s, np.float32)
+    torch = h.torch
+    cases = (("quantize", lambda: pytpp.quant.quantize(x, s, z, axis=axis),
+              lambda: kq(x, s, z, qo),
+              lambda: np.clip(np.rint(x / s32) + z, 0, 255).astype(np.uint8)),
+             ("dequantize", lambda: pytpp.quant.dequantize(q, s, z, axis=axis),
+              lambda: kd(q, s, z, yo),
+              lambda: (q.astype(np.int32) - z).astype(np.float32) * s32))
+    for name, pytpp_fn, handle, numpy_fn in cases:
+        case = f"{name} {how} {m}x{n}"
+        if not h.wants(case):
+            continue
+        impls = [("pytpp quant", pytpp_fn), ("pytpp TPP handle", handle), ("numpy", numpy_fn)]
+        if torch is not None:
+            tx = torch.from_numpy(x)
+            if per_channel:
+                ts, tz = torch.from_numpy(s), torch.from_numpy(z.astype(np.int64))
+                tquant = (lambda: torch.quantize_per_channel(tx, ts, tz, 1, torch.quint8))
+            else:
+                tquant = (lambda: torch.quantize_per_tensor(tx, s, z, torch.quint8))
+            impls.append(("torch", tquant if name == "quantize" else tquant().dequantize))
+        sess = _onnx_qdq(name == "quantize", n if per_channel else None)
+        if sess is not None:
+            feeds = {"X": x if name == "quantize" else q, "s": s32,
+                     "z": np.asarray(z, np.uint8)}
+            impls.append(("onnxruntime", lambda sess=sess, feeds=feeds: sess.run(None, feeds)))
+        h.compare(case, threads, x.nbytes + q.nbytes, "GB/s", "copy_gbs", impls, flops=x.size)
 
 
 def _exactness(y, a, b, a_zero_point):
@@ -261,6 +331,8 @@ def run(h):
              "(BERT-base FFN)")
     for threads in h.threads:
         h.set_threads(threads)
+        for per_channel in (False, True):
+            _maps(h, 2048, 2048, threads, per_channel)
         _gemm(h, 1024, 1024, 1024, threads)
         _gemm_types(h, 1024, 1024, 1024, threads, np.int8, np.int8)
         _gemm_types(h, 1024, 1024, 1024, threads, np.uint8, np.uint8)

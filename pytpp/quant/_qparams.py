@@ -1,12 +1,15 @@
-"""Quantization parameters and the (de)quantize maps: numpy arithmetic, checked arguments."""
+"""Quantization parameters and the (de)quantize maps of arrays of any shape (the kernels of the
+(De)Quantize TPPs, pytpp.tpp._quant)."""
 from __future__ import annotations
 
 import numpy as np
 
 from pytpp import _validate
+from pytpp._core import _runtime
 from pytpp._typing import Array, ArrayLike, DTypeLike
+from pytpp.tpp._quant import (FLOATS, Q_CODE, QTYPES, check_params, norm_axis, rows_ready,
+                              run_dequantize, run_quantize)
 
-QTYPES = (np.dtype(np.uint8), np.dtype(np.int8))
 _METHODS = ("minmax", "percentile")
 # the percentile method's range: outliers beyond these are clipped
 PERCENTILES = (0.01, 99.99)
@@ -16,89 +19,17 @@ def qtype(dtype, fn) -> np.dtype:
     return _validate.dtype_arg(dtype, QTYPES, fn)
 
 
-def _axis(axis, ndim, fn):
-    if axis is None:
-        return None
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"{fn}: axis must be an integer or None, got {axis!r}")
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"{fn}: axis {axis} is out of range for {ndim} dimensions")
-    return int(axis) % ndim
-
-
-def check_params(scale, zero_point, dt, shape, axis, fn):
-    """scale (float64) and zero point (int64) as arrays shaped to broadcast against an array of
-    `shape` (per channel along `axis`), checked: scale > 0 and finite, zero point an integer in
-    `dt`'s range, per-channel lengths equal to shape[axis]."""
-    ax = _axis(axis, len(shape), fn)
-    s = np.asarray(scale)
-    z = np.asarray(zero_point)
-    if s.dtype.kind not in "iuf" or s.dtype.kind == "b":
-        raise TypeError(f"{fn}: scale must be real, got dtype {s.dtype}")
-    if z.dtype.kind == "f":
-        if not np.all(np.isfinite(z)) or np.any(z != np.round(z)):
-            raise ValueError(f"{fn}: zero_point must hold integers, got {zero_point!r}")
-    elif z.dtype.kind not in "iu" or z.dtype.kind == "b":
-        raise TypeError(f"{fn}: zero_point must be an integer, got dtype {z.dtype}")
-    s = s.astype(np.float64)
-    z = z.astype(np.int64)
-    if not (np.all(np.isfinite(s)) and np.all(s > 0)):
-        raise ValueError(f"{fn}: scale must be positive and finite, got {scale!r}")
-    info = np.iinfo(dt)
-    if np.any(z < info.min) or np.any(z > info.max):
-        raise ValueError(f"{fn}: zero_point must lie in [{info.min}, {info.max}] for {dt}, got "
-                         f"{zero_point!r}")
-    if ax is None:
-        if s.ndim or z.ndim:
-            raise ValueError(f"{fn}: scale and zero_point must be scalars without axis (per "
-                             f"channel: give axis)")
-        return s, z
-    n = shape[ax]
-    for name, v in (("scale", s), ("zero_point", z)):
-        if v.ndim > 1 or (v.ndim == 1 and v.shape[0] != n):
-            raise ValueError(f"{fn}: {name} has shape {v.shape}; expected ({n},) for axis {axis} "
-                             f"of an array of shape {tuple(shape)} (or a scalar)")
-    bshape = [1] * len(shape)
-    bshape[ax] = n
-    return np.broadcast_to(s, (n,)).reshape(bshape), np.broadcast_to(z, (n,)).reshape(bshape)
-
-
-# elements per block of the (de)quantize maps: their float64 / int64 temporaries stay in L2 (the
-# whole-array numpy expression made four passes over 8 bytes per element: 2048^2 float32 to
-# uint8 20.5 -> 4 ms on a Zen 5 core)
-_BLOCK = 1 << 15
-
-
-def _blocks(shape, dtype):
-    """(index, scratch) pairs covering an array of `shape` in blocks of whole rows of about
-    _BLOCK elements (0-d: one), each scratch of the block's shape and `dtype`."""
-    if len(shape) == 0:
-        yield (), np.empty((), dtype)
-        return
-    rows = shape[0]
-    step = max(1, _BLOCK // max(1, int(np.prod(shape[1:], dtype=np.int64))))
-    buf = np.empty((min(step, rows),) + tuple(shape[1:]), dtype)
-    for r0 in range(0, rows, step):
-        r1 = min(rows, r0 + step)
-        yield slice(r0, r1), buf[:r1 - r0]
-
-
-def _rows_of(p, sl):
-    """A broadcasting parameter's part for the rows `sl` (all of it unless it varies along
-    axis 0)."""
-    return p[sl] if p.ndim and p.shape[0] > 1 else p
-
-
 def quantize(x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike,
              dtype: DTypeLike = np.uint8, axis: int | None = None) -> Array:
     """Affine quantization: ``clip(round_half_even(x / scale) + zero_point)`` in `dtype`.
 
     The zero point is added after rounding (ONNX ``QuantizeLinear``); the quotient is computed
-    in float64 (a float32 `x` widens exactly), so the result is the correctly rounded one.
+    in float64 (a float32, float16 or bfloat16 `x` widens exactly), so the result is the
+    correctly rounded one. The kernels are the ``quantize`` TPP's (:func:`pytpp.tpp.unary`).
 
     Parameters
     ----------
-    x : array_like of real numbers
+    x : array_like of real numbers (float64, float32, bfloat16, float16, integers), any layout
         +-inf saturate to the type's ends; NaN raises ValueError (it has no integer image).
     scale : float or 1-D array
         Positive and finite; 1-D (length ``x.shape[axis]``) for per-channel quantization.
@@ -121,27 +52,46 @@ def quantize(x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike,
     fn = "pytpp.quant.quantize"
     dt = qtype(dtype, fn)
     x = _validate.asarray(x)
-    if x.dtype.kind not in "iuf" or x.dtype.kind == "b":
+    if x.dtype not in FLOATS and (x.dtype.kind not in "iuf" or x.dtype.kind == "b"):
         raise TypeError(f"{fn}: x must hold real numbers, got dtype {x.dtype}")
     s, z = check_params(scale, zero_point, dt, x.shape, axis, fn)
-    info = np.iinfo(dt)
+    ax = norm_axis(axis, x.ndim, fn)
     q = np.empty(x.shape, dt)
-    for sl, buf in _blocks(x.shape, np.float64):
-        np.copyto(buf, x[sl], casting="unsafe")          # float64: a float32 x widens exactly
-        if np.isnan(buf).any():
-            raise ValueError(f"{fn}: x holds NaN, which has no quantized value")
-        with np.errstate(over="ignore", invalid="ignore"):
-            np.divide(buf, _rows_of(s, sl), out=buf)
-            np.rint(buf, out=buf)
-            np.add(buf, _rows_of(z, sl), out=buf)
-            np.clip(buf, info.min, info.max, out=buf)
-        np.copyto(q[sl], buf, casting="unsafe")
+    if q.size == 0:
+        return q
+    if x.dtype not in FLOATS:
+        # numpy's conversions: float16 widens exactly, integers as numpy casts them to float64
+        x = x.astype(np.float32 if x.dtype == np.float16 else np.float64, order="C")
+    elif not rows_ready(x):
+        x = np.ascontiguousarray(x)
+    if run_quantize(x, q, s, z, ax, _runtime.active_isa_index()):
+        raise ValueError(f"{fn}: x holds NaN, which has no quantized value")
     return q
 
 
 def dequantize(q: ArrayLike, scale: ArrayLike, zero_point: ArrayLike, axis: int | None = None,
                dtype: DTypeLike = np.float32) -> Array:
-    """``(q - zero_point) * scale`` in `dtype` (float32 or float64).
+    """``(q - zero_point) * scale`` in `dtype` (float32, float64 or bfloat16).
+
+    ``q - zero_point`` is exact; the product is rounded once in float32 (float64 for a float64
+    result), with the scale rounded to that dtype first, as numpy's ``(q - z).astype(dtype) *
+    scale.astype(dtype)``; a bfloat16 result is that float32 value rounded to nearest even.
+    The kernels are the ``dequantize`` TPP's (:func:`pytpp.tpp.unary`).
+
+    Parameters
+    ----------
+    q : array_like of uint8, int8 or int32, any layout
+    scale : float or 1-D array
+        Positive and finite; 1-D (length ``q.shape[axis]``) for per-channel parameters.
+    zero_point : int or 1-D array
+        Integers in the range of q's dtype.
+    axis : int, optional
+        The channel axis of per-channel parameters (negative counts from the end).
+    dtype : float32, float64 or bfloat16
+
+    Returns
+    -------
+    ndarray of `dtype`, q's shape
 
     Examples
     --------
@@ -151,18 +101,15 @@ def dequantize(q: ArrayLike, scale: ArrayLike, zero_point: ArrayLike, axis: int 
     """
     fn = "pytpp.quant.dequantize"
     q = _validate.asarray(q)
-    if q.dtype not in QTYPES and q.dtype != np.int32:
+    if q.dtype not in Q_CODE:
         raise TypeError(f"{fn}: q has dtype {q.dtype}; expected uint8, int8 or int32")
-    out_dt = _validate.dtype_arg(dtype, (np.dtype(np.float32), np.dtype(np.float64)), fn)
-    rng_dt = q.dtype if q.dtype in QTYPES else np.dtype(np.int32)
-    s, z = check_params(scale, zero_point, rng_dt, q.shape, axis, fn)
+    out_dt = _validate.dtype_arg(dtype, FLOATS, fn)
+    s, z = check_params(scale, zero_point, q.dtype, q.shape, axis, fn)
+    ax = norm_axis(axis, q.ndim, fn)
     y = np.empty(q.shape, out_dt)
-    sd = s.astype(out_dt)
-    for sl, buf in _blocks(q.shape, np.int64):
-        np.copyto(buf, q[sl])
-        np.subtract(buf, _rows_of(z, sl), out=buf)
-        np.copyto(y[sl], buf, casting="unsafe")
-        np.multiply(y[sl], _rows_of(sd, sl), out=y[sl])
+    if y.size:
+        run_dequantize(q if rows_ready(q) else np.ascontiguousarray(q), y, s, z, ax,
+                       _runtime.active_isa_index())
     return y
 
 
@@ -198,7 +145,7 @@ def choose_qparams(x: ArrayLike, dtype: DTypeLike = np.uint8, symmetric: bool = 
         raise ValueError(f"{fn}: x is empty: no range to quantize")
     if not np.all(np.isfinite(x)):
         raise ValueError(f"{fn}: x holds NaN or inf")
-    ax = _axis(axis, x.ndim, fn)
+    ax = norm_axis(axis, x.ndim, fn)
     red = None if ax is None else tuple(i for i in range(x.ndim) if i != ax)
     if method == "minmax":
         lo, hi = np.min(x, axis=red), np.max(x, axis=red)

@@ -19,7 +19,8 @@ from pytpp._core._brgemm import BrgemmKernel  # noqa: E402
 from pytpp._core._smallgemm import GemmKernel  # noqa: E402
 from pytpp.tpp._handles import EltwiseKernel, TransformKernel  # noqa: E402
 from pytpp.tpp._lowp import LowpKernel  # noqa: E402
+from pytpp.tpp._quant import QuantKernel  # noqa: E402
 
 __all__ = ["brgemm", "gemm", "clear_cache", "unary", "binary", "ternary", "approx_choices",
            "UNARY_OPS", "BINARY_OPS", "TERNARY_OPS", "BrgemmKernel", "GemmKernel", "EltwiseKernel",
-           "TransformKernel", "LowpKernel"]
+           "TransformKernel", "LowpKernel", "QuantKernel"]

@@ -9,6 +9,7 @@ buffers with the descriptor's leading dimensions (like the BRGEMM handles).
 from __future__ import annotations
 
 import warnings
+from typing import Literal, overload
 
 import numpy as np
 
@@ -16,8 +17,9 @@ from pytpp import _validate
 
 from pytpp._core import _eltwise as _ew
 from pytpp._core import _runtime
-from pytpp.tpp import _cache, _transforms
+from pytpp.tpp import _cache, _quant, _transforms
 from pytpp._typing import Approx, DTypeLike
+from pytpp.tpp._quant import QuantKernel
 from pytpp.tpp._handles import (BF16, EltwiseKernel, TransformKernel, bcast_code, dtype_of,
                                 lds, resolve_compute)
 
@@ -40,7 +42,7 @@ _APPROX_ALIASES = {None: False, "none": False, "exact": False, "fast": True}
 
 UNARY_OPS = tuple(MATH_CODES) + tuple(BACKWARD_CODES) + (
     "dropout", "dropout_inv", "rand", "reduce", "transpose", "vnni", "vnni_transpose",
-    "gather_rows", "scatter_rows", "replicate_col", "unpack")
+    "gather_rows", "scatter_rows", "replicate_col", "unpack", "quantize", "dequantize")
 BINARY_OPS = tuple(_BINARY) + ("compare", "pack")
 TERNARY_OPS = tuple(_TERNARY) + ("blend",)
 
@@ -76,12 +78,30 @@ def resolve_unary(op, approx, fn, stacklevel=3):
     raise ValueError(f"{fn}: approx must be one of {approx_choices(op)} for {op!r}; got {approx!r}")
 
 
+# the (de)quantize ops return their own handle class; every other op one of the other two (the
+# overlap of the Literal with str is intended: typeshed's open() does the same)
+@overload
+def unary(op: Literal["quantize", "dequantize"], m: int, n: int,  # type: ignore[overload-overlap]
+          dtype: DTypeLike = ..., *, out_dtype: DTypeLike | None = ...,
+          compute_dtype: DTypeLike | None = ..., ldi: int | None = ..., ldo: int | None = ...,
+          bcast: str | None = ..., approx: Approx = ..., p: float = ..., seed: int = ...,
+          axis: int = ..., reduce_op: str = ..., squared: bool = ..., alpha: int = ...,
+          channel_axis: int | None = ...) -> QuantKernel: ...
+@overload
+def unary(op: str, m: int, n: int, dtype: DTypeLike = ..., *,
+          out_dtype: DTypeLike | None = ..., compute_dtype: DTypeLike | None = ...,
+          ldi: int | None = ..., ldo: int | None = ..., bcast: str | None = ...,
+          approx: Approx = ..., p: float = ..., seed: int = ..., axis: int = ...,
+          reduce_op: str = ..., squared: bool = ..., alpha: int = ...,
+          channel_axis: int | None = ...) -> EltwiseKernel | TransformKernel: ...
+
+
 def unary(op: str, m: int, n: int, dtype: DTypeLike = np.float32, *,
           out_dtype: DTypeLike | None = None, compute_dtype: DTypeLike | None = None,
           ldi: int | None = None, ldo: int | None = None, bcast: str | None = None,
           approx: Approx = False, p: float = 0.5, seed: int = 0, axis: int = 1,
-          reduce_op: str = "sum", squared: bool = False,
-          alpha: int = 2) -> EltwiseKernel | TransformKernel:
+          reduce_op: str = "sum", squared: bool = False, alpha: int = 2,
+          channel_axis: int | None = None) -> EltwiseKernel | TransformKernel | QuantKernel:
     """Dispatch a unary TPP on an m x n row-major input.
 
     Parameters
@@ -97,7 +117,12 @@ def unary(op: str, m: int, n: int, dtype: DTypeLike = np.float32, *,
         ``reduce`` (`reduce_op` over `axis`, optionally of the squared input), ``transpose``,
         ``vnni`` / ``vnni_transpose`` (`alpha` rows interleaved), ``gather_rows`` /
         ``scatter_rows`` (``k(x, index, out)``), ``replicate_col`` (an m-vector into m x n),
-        ``unpack`` (float32 -> bfloat16 hi / lo bit halves, ``k(x, hi, lo)``).
+        ``unpack`` (float32 -> bfloat16 hi / lo bit halves, ``k(x, hi, lo)``); ``quantize``
+        (float64 / float32 / bfloat16 -> uint8 / int8 `out_dtype`, default uint8) and
+        ``dequantize`` (uint8 / int8 / int32 -> float32 / float64 / bfloat16 `out_dtype`,
+        default float32), called ``k(x, scale, zero_point, out)``: the maps of
+        :func:`pytpp.quant.quantize` / :func:`pytpp.quant.dequantize`, bit for bit (a NaN
+        quantizes to the zero point here; the function raises).
     m, n : int
         Rows and columns of the input.
     dtype, out_dtype, compute_dtype : dtype
@@ -114,10 +139,13 @@ def unary(op: str, m: int, n: int, dtype: DTypeLike = np.float32, *,
         'pade'; gelu 'minimax'; gelu_tanh 'pade'. ``approx_choices(op)`` lists them.
     p, seed : float, int
         Dropout probability and generator seed (the default seed of calls).
+    channel_axis : {None, 0, 1}
+        quantize / dequantize: one scale and zero point (None), one per row (0: 1-D arrays of
+        m entries at each call) or one per column (1: n entries).
 
     Returns
     -------
-    EltwiseKernel or TransformKernel
+    EltwiseKernel, TransformKernel or QuantKernel
         A cached handle: the same descriptor returns the same object.
 
     Examples
@@ -127,15 +155,20 @@ def unary(op: str, m: int, n: int, dtype: DTypeLike = np.float32, *,
     >>> k(np.array([[-1, 2, -3], [4, -5, 6]], np.float32), np.empty((2, 3), np.float32))
     array([[0., 2., 0.],
            [4., 0., 6.]], dtype=float32)
+    >>> q = pytpp.tpp.unary("quantize", 1, 4, np.float32, out_dtype=np.int8)
+    >>> q(np.array([[-1.0, 0.25, 0.75, 1e9]], np.float32), 0.5, 0, np.empty((1, 4), np.int8))
+    array([[ -2,   0,   2, 127]], dtype=int8)
     """
     fn = "pytpp.tpp.unary"
     recipe = (unary, (op, m, n, dtype), dict(
         out_dtype=out_dtype, compute_dtype=compute_dtype, ldi=ldi, ldo=ldo, bcast=bcast,
         approx=approx, p=p, seed=seed, axis=axis, reduce_op=reduce_op, squared=squared,
-        alpha=alpha))
+        alpha=alpha, channel_axis=channel_axis))
     if op not in UNARY_OPS:
         raise ValueError(f"{fn}: unknown op {op!r}; expected one of {UNARY_OPS}")
     m, n = _validate.nonneg_int(m, "m", fn), _validate.nonneg_int(n, "n", fn)
+    if op in ("quantize", "dequantize"):
+        return _quant.make(op, m, n, dtype, out_dtype, ldi, ldo, channel_axis, fn, recipe)
     if op in ("transpose", "vnni", "vnni_transpose", "gather_rows", "scatter_rows", "unpack",
               "replicate_col", "reduce"):
         return _transforms.make(op, m, n, dtype, out_dtype, compute_dtype, ldi, ldo, axis,

@@ -32,7 +32,7 @@ def test_python_tables_are_views_of_the_c_lists():
     # every public op name the TPP layer takes is a C op or a transform
     transforms = {"dropout", "dropout_inv", "rand", "reduce", "transpose", "vnni",
                   "vnni_transpose", "gather_rows", "scatter_rows", "replicate_col", "unpack",
-                  "compare", "pack", "blend"}
+                  "compare", "pack", "blend", "quantize", "dequantize"}
     for op in pytpp.tpp.UNARY_OPS + pytpp.tpp.BINARY_OPS + pytpp.tpp.TERNARY_OPS:
         assert (op in _ew.UNARY_CODES or op in _ew.BINARY_CODES or op in _ew.TERNARY_CODES
                 or op in transforms), op

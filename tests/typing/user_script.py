@@ -116,6 +116,8 @@ isa: str = gk.isa
 uk: pytpp.tpp.EltwiseKernel | pytpp.tpp.TransformKernel = pytpp.tpp.unary("relu", 4, 6,
                                                                           np.float64)
 res: Any = uk(x, np.empty_like(x))
+qk: pytpp.tpp.QuantKernel = pytpp.tpp.unary("quantize", 4, 6, np.float64, out_dtype=np.int8)
+q8: Array = qk(x, 0.5, 0, np.empty((4, 6), np.int8))
 ek = pytpp.tpp.binary("add", 4, 6, np.float64)
 res = ek(x, x, np.empty_like(x))
 tk: pytpp.tpp.EltwiseKernel = pytpp.tpp.ternary("muladd", 4, 6, np.float64)

@@ -87,6 +87,28 @@ typedef void (*pytpp_ew_transpose_scatter_fn)(int64_t m, int64_t n, const void *
                                               int64_t xs, void *y, int64_t nr, int64_t ys,
                                               int64_t period, int64_t a, int64_t b);
 typedef void (*pytpp_ew_cvt_fn)(int64_t n, const void *x, void *y);
+/* 8-bit quantization (eltwise_quant.inc). Integer storage of the quantized side: */
+enum pytpp_q_dtype { PYTPP_Q_U8 = 0, PYTPP_Q_S8 = 1, PYTPP_Q_I32 = 2 };
+/* q[j] = clip(rint(x[j] / s[j]) + z[j], qmin, qmax) over a row of x (storage dtype x_dt), the
+ * quotient correctly rounded in float64, ties to even; s, z: n values (pv) or one. NaN gives
+ * z[j]; returns 1 when the row held a NaN. Float64 tables only (NULL in float32 ones). */
+typedef int (*pytpp_ew_quantize_fn)(int64_t n, const void *x, int x_dt, uint8_t *q,
+                                    const double *s, const double *z, int pv, double qmin,
+                                    double qmax);
+/* The same in float32 for float32 / bfloat16 x (float32 tables): t = x * inv in float32 (inv =
+ * 1 / s and zf = z as float32, n values when pv, else one); a vector with a lane that could round
+ * otherwise than the float64 quotient (within 2^-13 of a half-integer, NaN, +-inf) and the
+ * tail are done by `exact` (the float64 table's quantize) with s and z. */
+typedef int (*pytpp_ew_quantize_f32_fn)(int64_t n, const void *x, int x_dt, uint8_t *q,
+                                        const float *inv, const float *zf, const double *s,
+                                        const double *z, int pv, double qmin, double qmax,
+                                        pytpp_ew_quantize_fn exact);
+/* y[j] = (q[j] - z[j]) * s[j] in the table's compute dtype, (q - z) exact: sc, zc in the compute
+ * dtype (n values when pv, else one), zd the zero points as float64 (int32 q in float32). (Plain
+ * stores: streaming ones measured 5-10% faster only for outputs of 64 MiB and more, slower at
+ * 16 MiB.) */
+typedef void (*pytpp_ew_dequantize_fn)(int64_t n, const void *q, int q_dt, void *y,
+                                       const void *sc, const void *zc, const double *zd, int pv);
 
 /* softmax_rows_nt's two row buffers, each with a page of slack: the kernel places each one at a
  * chosen offset within a 4 KiB page (away from 4K aliasing with the rows of x). */
@@ -129,6 +151,9 @@ typedef struct pytpp_ew_kernels {
     /* 16-bit elements (bf16) on the 32-bit network, f32 tables only (NULL where absent) */
     pytpp_ew_transpose_fn transpose16, transpose16_nt;
     /* storage conversions: to compute dtype from [dt], from compute dtype to [dt] */
+    pytpp_ew_quantize_fn quantize;
+    pytpp_ew_quantize_f32_fn quantize_f32;
+    pytpp_ew_dequantize_fn dequantize;
     pytpp_ew_cvt_fn load_cvt[PYTPP_EW_NDT];
     pytpp_ew_cvt_fn store_cvt[PYTPP_EW_NDT];
 } pytpp_ew_kernels;
@@ -174,6 +199,19 @@ int pytpp_ew_reduce(const pytpp_ew_kernels *kt, int64_t m, int64_t n, const void
 int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt64, int esz,
                        int64_t m, int64_t n, const void *x, int64_t ldx, void *y, int64_t ldy,
                        int nthreads);
+
+/* (De)quantization of m x n (frame/quant.c). Parameters s, z (float64) per tensor (pmode 0: one
+ * value), per column (1: n values) or per row (2: row i takes entry i % period). quantize: kt32 /
+ * kt64 the level's float32 / float64 tables, q of signedness q_signed, row stride ldq bytes;
+ * returns -1 on allocation failure, 1 when x held a NaN, else 0. dequantize: kt the table of y's
+ * compute dtype (float32 for bfloat16 y); returns -1 on allocation failure, else 0. */
+int pytpp_ew_quantize(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt64, int64_t m,
+                      int64_t n, const void *x, int64_t ldx, int x_dt, uint8_t *q, int64_t ldq,
+                      int q_signed, const double *s, const double *z, int pmode, int64_t period,
+                      int nthreads);
+int pytpp_ew_dequantize(const pytpp_ew_kernels *kt, int64_t m, int64_t n, const void *q,
+                        int64_t ldq, int q_dt, void *y, int64_t ldy, int y_dt, const double *s,
+                        const double *z, int pmode, int64_t period, int nthreads);
 
 /* Data movement TPPs (portable; memory-bound). esz = element size in bytes. */
 /* VNNI formatting: x (K x N, ldx) -> y [K/alpha][N][alpha] (K padded with zeros to alpha). */

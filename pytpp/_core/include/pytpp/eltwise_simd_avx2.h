@@ -1,6 +1,8 @@
 /* Element-wise vector shim for AVX2 + FMA: the GEMM shim's V_* vocabulary and the operations
  * only element-wise kernels need. Masks are lane vectors (all-ones / zero). */
 #include "pytpp/simd_avx2.h"
+#include <stdint.h>
+#include <string.h>
 
 #define EW_PRED_EQ _CMP_EQ_OQ
 #define EW_PRED_NE _CMP_NEQ_UQ
@@ -8,6 +10,7 @@
 #define EW_PRED_LE _CMP_LE_OQ
 #define EW_PRED_GT _CMP_GT_OQ
 #define EW_PRED_GE _CMP_GE_OQ
+#define EW_PRED_NLT_U _CMP_NLT_UQ   /* not less than, or unordered (NaN) */
 
 #if defined(PYTPP_DT_F32)
 typedef __m256 cmask_t;
@@ -181,6 +184,45 @@ static inline __m256d ew_exp2i_avx2d(__m256d p, __m256d n)
 #if defined(PYTPP_DT_F32)
 #define V_I_GEU_BITS(a, b) ((uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(                 \
     _mm256_cmpeq_epi32(_mm256_max_epu32((a), (b)), (a)))))
+#endif
+
+/* 8-bit (de)quantization lanes (eltwise_quant.inc): VL bytes / float32 / bfloat16 / int32 values
+ * as one compute vector, and integral in-range values stored as their low bytes */
+static inline __m128i ew_load4_avx2(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm_cvtsi32_si128(v);
+}
+#if defined(PYTPP_DT_F32)
+#define V_LD_U8(p) _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
+#define V_LD_S8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
+/* the low byte of each 32-bit lane: bytes 0-3 of each 128-bit half, the halves joined */
+static inline void ew_st_bytes_avx2(void *p, __m256 v)
+{
+    const __m256i b = _mm256_shuffle_epi8(_mm256_cvtps_epi32(v), _mm256_setr_epi8(
+        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+    const __m128i w = _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+    _mm_storel_epi64((__m128i *)p, w);
+}
+#define V_ST_BYTES(p, v) ew_st_bytes_avx2((p), (v))
+#else
+#define V_LD_U8(p) _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(ew_load4_avx2(p)))
+#define V_LD_S8(p) _mm256_cvtepi32_pd(_mm_cvtepi8_epi32(ew_load4_avx2(p)))
+#define V_LD_I32(p) _mm256_cvtepi32_pd(_mm_loadu_si128((const __m128i *)(p)))
+#define V_LD_F32(p) _mm256_cvtps_pd(_mm_loadu_ps(p))
+#define V_LD_BF16(p) _mm256_cvtps_pd(_mm_castsi128_ps(_mm_slli_epi32(                          \
+    _mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)(p))), 16)))
+static inline void ew_st_bytes_avx2(void *p, __m256d v)
+{
+    const __m128i b = _mm_shuffle_epi8(_mm256_cvtpd_epi32(v),
+                                       _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                     -1, -1, -1, -1));
+    const int32_t w = _mm_cvtsi128_si32(b);
+    memcpy(p, &w, 4);
+}
+#define V_ST_BYTES(p, v) ew_st_bytes_avx2((p), (v))
 #endif
 
 /* Large arrays: streaming stores (p 32-byte aligned) and the fence after them. */

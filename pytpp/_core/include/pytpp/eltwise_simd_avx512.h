@@ -9,6 +9,7 @@
 #define EW_PRED_LE _CMP_LE_OQ
 #define EW_PRED_GT _CMP_GT_OQ
 #define EW_PRED_GE _CMP_GE_OQ
+#define EW_PRED_NLT_U _CMP_NLT_UQ   /* not less than, or unordered (NaN) */
 
 #if defined(PYTPP_DT_F32)
 typedef __mmask16 cmask_t;
@@ -98,6 +99,22 @@ typedef __mmask8 cmask_t;
 #endif
 #if defined(PYTPP_DT_F32)
 #define V_I_GEU_BITS(a, b) ((uint32_t)_mm512_cmpge_epu32_mask((a), (b)))
+#endif
+
+/* 8-bit (de)quantization lanes (eltwise_quant.inc): VL bytes / float32 / bfloat16 / int32 values
+ * as one compute vector, and integral in-range values stored as their low bytes */
+#if defined(PYTPP_DT_F32)
+#define V_LD_U8(p) _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p))))
+#define V_LD_S8(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p))))
+#define V_ST_BYTES(p, v) _mm_storeu_si128((__m128i *)(p), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)))
+#else
+#define V_LD_U8(p) _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
+#define V_LD_S8(p) _mm512_cvtepi32_pd(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
+#define V_LD_I32(p) _mm512_cvtepi32_pd(_mm256_loadu_si256((const __m256i *)(p)))
+#define V_LD_F32(p) _mm512_cvtps_pd(_mm256_loadu_ps(p))
+#define V_LD_BF16(p) _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_slli_epi32(                   \
+    _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16)))
+#define V_ST_BYTES(p, v) _mm_storel_epi64((__m128i *)(p), _mm256_cvtepi32_epi8(_mm512_cvtpd_epi32(v)))
 #endif
 
 /* Large arrays: streaming stores (p 64-byte aligned) and the fence after them. */

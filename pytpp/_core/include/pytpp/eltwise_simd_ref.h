@@ -11,6 +11,7 @@
 #define EW_PRED_LE 3
 #define EW_PRED_GT 4
 #define EW_PRED_GE 5
+#define EW_PRED_NLT_U 6   /* not less than, or unordered (NaN) */
 
 typedef int cmask_t;
 #define V_LOADMF(p, m, f) (*(p))
@@ -41,7 +42,8 @@ static inline int ew_ref_cmp(elem_t a, elem_t b, int p)
     case 2: return a < b;
     case 3: return a <= b;
     case 4: return a > b;
-    default: return a >= b;
+    case 5: return a >= b;
+    default: return !(a < b);
     }
 }
 #define V_CMP(a, b, P) ew_ref_cmp((a), (b), (P))
@@ -95,6 +97,26 @@ static inline float ew_ref_exp2i(float p, float n)
 #define V_BF16_STREAM(p, i) V_BF16_STORE(p, i)
 #define V_ISNAN(v) ((v) != (v))
 #define V_I_SEL(m, a, b) ((m) ? (b) : (a))
+#endif
+
+/* 8-bit (de)quantization lanes (eltwise_quant.inc): one byte / float32 / bfloat16 / int32 value
+ * as the compute dtype, and an integral in-range value stored as its low byte */
+#define V_LD_U8(p) ((elem_t)*(const uint8_t *)(p))
+#define V_LD_S8(p) ((elem_t)*(const int8_t *)(p))
+#define V_ST_BYTES(p, v) (*(uint8_t *)(p) = (uint8_t)(int32_t)(v))
+#if defined(PYTPP_DT_F64)
+static inline double ew_ref_bf16_f64(const void *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    const uint32_t b = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &b, 4);
+    return (double)f;
+}
+#define V_LD_I32(p) ((double)*(const int32_t *)(p))
+#define V_LD_F32(p) ((double)*(const float *)(p))
+#define V_LD_BF16(p) ew_ref_bf16_f64(p)
 #endif
 
 /* Large arrays: plain stores here (no streaming stores in portable C). */
