@@ -117,7 +117,9 @@ def _mlp(h, threads, batch, width, depth):
     layers = [((rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32),
                rng.standard_normal(width).astype(np.float32), "relu") for _ in range(depth)]
     x = rng.standard_normal((batch, width)).astype(np.float32)
-    impls = [("pytpp.nn.mlp", lambda: nn.mlp(x, layers))]
+    packed = nn.PackedMLP(layers)
+    impls = [("pytpp.nn.mlp", lambda: nn.mlp(x, layers)),
+             ("pytpp PackedMLP", lambda: packed(x))]
 
     def chain():
         y = x

@@ -18,7 +18,7 @@ from pytpp.nn._chan_norms import (batch_norm, batch_norm_backward, group_norm,
 from pytpp.nn._attention import (multi_head_attention, scaled_dot_product_attention,
                                  scaled_dot_product_attention_backward)
 from pytpp.nn._linear import PackedLinear, linear, linear_backward
-from pytpp.nn._mlp import mlp, mlp_backward
+from pytpp.nn._mlp import PackedMLP, mlp, mlp_backward
 from pytpp.nn._bert import bert_layer, bert_layer_weights
 from pytpp.nn._norms import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from pytpp.nn._optim import adamw_step, sgd_step, split_sgd_step
@@ -34,7 +34,7 @@ __all__ = ["mlp", "mlp_backward", "bert_layer", "bert_layer_weights", "relu", "g
            "softmax_backward", "dropout_backward", "layer_norm", "layer_norm_backward",
            "rms_norm", "rms_norm_backward", "group_norm", "group_norm_backward", "batch_norm",
            "batch_norm_backward", "sgd_step", "adamw_step", "split_sgd_step", "linear",
-           "linear_backward", "PackedLinear", "scaled_dot_product_attention",
+           "linear_backward", "PackedLinear", "PackedMLP", "scaled_dot_product_attention",
            "scaled_dot_product_attention_backward", "multi_head_attention", "embedding_bag",
            "embedding_bag_backward", "embedding", "conv2d", "conv2d_backward_data",
            "conv2d_backward_weight", "PackedConvWeight", "nchw_to_nhwc", "nhwc_to_nchw",

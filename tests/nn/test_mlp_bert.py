@@ -61,6 +61,42 @@ def test_mlp_leading_dims_and_errors(rng):
         pytpp.nn.mlp(x, [])
 
 
+@pytest.mark.parametrize("rows", [1, 7, 33, 4100])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_packed_mlp_equals_mlp(isa, rng, rows, dtype, monkeypatch):
+    """Weights packed once; the walk in blocks of rows (made short here: 4100 rows run 257
+    blocks of 16) against the float64 reference and mlp itself."""
+    from pytpp.nn import _mlp
+    monkeypatch.setattr(_mlp, "_BLOCK_BYTES", 4 * 40 * 16)
+    layers = _layers(rng, [17, 40, 33, 9], ["gelu", "relu", None], dtype)
+    x = rng.standard_normal((rows, 17)).astype(dtype)
+    pm = pytpp.nn.PackedMLP(layers)
+    got = pm(x)
+    assert got.dtype == dtype and got.shape == (rows, 9)
+    want = _torch_mlp(x, layers)[1].detach().numpy()
+    eps = np.finfo(dtype).eps
+    np.testing.assert_allclose(got, want, atol=40 * eps * (1 + np.abs(want).max()))
+    np.testing.assert_allclose(got, pytpp.nn.mlp(x, layers), atol=8 * eps * (1 + np.abs(want).max()))
+
+
+def test_packed_mlp_copies_leading_dims_and_errors(rng):
+    layers = _layers(rng, [8, 6, 3], ["relu", "sigmoid"])
+    pm = pytpp.nn.PackedMLP(layers)
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    before = pm(x)
+    layers[0][0][...] = 0.0                 # packed copies: the caller's weights may change
+    np.testing.assert_array_equal(pm(x), before)
+    assert pm(x).shape == (2, 3, 3) and pm(x[0, :0]).shape == (0, 3)
+    with pytest.raises(ValueError, match="PackedMLP: x has shape"):
+        pm(np.ones((2, 7), np.float32))
+    with pytest.raises(ValueError, match="layers\\[1\\]"):
+        pytpp.nn.PackedMLP([layers[0], (np.ones((3, 7)), None, None)])
+    with pytest.raises(TypeError):
+        pytpp.nn.PackedMLP([])
+    with pytest.raises(TypeError):
+        pytpp.nn.PackedMLP([np.ones((3, 3))])
+
+
 def _torch_layer(w, D, H, F, eps):
     layer = torch.nn.TransformerEncoderLayer(D, H, F, dropout=0.0, activation="gelu",
                                              batch_first=True, layer_norm_eps=eps)
