@@ -35,6 +35,25 @@ def test_transpose_output_rows_on_aliasing_strides(isa, rng, threads, dtype, out
         assert (out[:, m:] == 7).all()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, BF16, np.int8])
+@pytest.mark.parametrize("offset", [0, 1, 5, 13])
+def test_transpose_of_rows_starting_inside_a_line(isa, rng, threads, dtype, offset):
+    """Rows of x a whole number of 64-byte lines apart, all starting `offset` elements into a
+    line: the columns before the first line boundary go as a strip of their own (the tiles
+    then read whole lines); odd shapes, padding untouched, blocks of the in-cache grid."""
+    esz = np.dtype(dtype).itemsize
+    ldi = 1024 // esz
+    for m, n in [(37, ldi - 20), (130, 200), (16, 3), (5, 129), (64, 64)]:
+        n = min(n, ldi - offset)
+        buf = (rng.standard_normal(m * ldi + 64 + offset) * 50).astype(dtype)
+        flat = buf[(-buf.ctypes.data % 64) // esz + offset:]
+        out = np.full((n, m + 2), 7, dtype)
+        unary("transpose", m, n, dtype, ldi=ldi, ldo=m + 2)(flat, out)
+        x = np.lib.stride_tricks.as_strided(flat, (m, n), (ldi * esz, esz))
+        np.testing.assert_array_equal(out[:, :m], x.T)
+        assert (out[:, m:] == 7).all()
+
+
 @pytest.mark.parametrize("op,ref", [("sum", np.sum), ("mul", np.prod), ("max", np.max), ("min", np.min)])
 @pytest.mark.parametrize("axis", [0, 1])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, BF16])

@@ -365,10 +365,21 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
         TBJ = 16;
         TBI = (ldy * esz) % 4096 == 0 ? 64 : 128;
     }
-    const int64_t mr = m - a0;
+    int64_t mr = m - a0;
     const char *xa = (const char *)x + a0 * ldx * esz;
     char *ya = (char *)y + a0 * esz;
     if (mr <= 0) return 0;
+    /* In cache, blocks whose rows of x start on a line (the kernel's tiles then read whole
+     * lines; see eltwise_transpose_rows.inc): where every row of x starts at one offset in a
+     * line, its first c0 columns go first, a strip of their own */
+    if (!streaming && fn && (ldx * esz) % 64 == 0 && (uintptr_t)xa % (uintptr_t)esz == 0) {
+        const int64_t c0 = imin(n, (int64_t)((64 - (uintptr_t)xa % 64) % 64) / esz);
+        if (c0) fn(mr, c0, xa, ldx, ya, ldy);
+        n -= c0;
+        xa += c0 * esz;
+        ya += c0 * ldy * esz;
+        if (n <= 0) return 0;
+    }
     const int64_t tiles_i = (mr + TBI - 1) / TBI, tiles_j = (n + TBJ - 1) / TBJ;
     const int64_t ntiles = tiles_i * tiles_j;
     int nt = (m * n < PYTPP_EW_PAR_MIN_ELEMS || nthreads < 1) ? 1 : nthreads;
