@@ -89,6 +89,18 @@ def test_quantize_of_nothing_but_ties(isa, xdt):
         np.testing.assert_array_equal(quantize(xs, scale, zp), ref_quantize(xs, scale, zp, U8))
 
 
+@pytest.mark.parametrize("scale", [1e-38, 3e-30, 1e30, 5e37, 3e38, 1e300, 1e-300])
+def test_quantize_extreme_scales(isa, rng, scale):
+    """Scales whose reciprocal is no normal float32 (the float32 form steps aside) and near it."""
+    x = np.concatenate([rng.standard_normal(70) * scale * 100,
+                        np.array([3.4e38, -3.4e38, 1e-40, 0.0, 0.5 * scale, 1.5 * scale])])
+    for dt in (np.float32, np.float64):
+        with np.errstate(over="ignore"):      # beyond float32: +-inf, which saturate
+            xs = x.astype(dt)
+            want = ref_quantize(xs, scale, 7, I8)
+        np.testing.assert_array_equal(quantize(xs, scale, 7, I8), want)
+
+
 def test_quantize_specials(isa):
     x = np.array([np.inf, -np.inf, 1e30, -1e30, 3e38, 0.0, -0.0, 1e-45, 2.5, -2.5] * 5,
                  np.float32)

@@ -46,9 +46,11 @@ int pytpp_ew_quantize(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt64
     if (m <= 0 || n <= 0) return 0;
     const int esz = x_dt == PYTPP_EW_F64 ? 8 : (x_dt == PYTPP_EW_F32 ? 4 : 2);
     const double qmin = q_signed ? -128.0 : 0.0, qmax = q_signed ? 127.0 : 255.0;
-    /* float32 / bfloat16 x: the float32 kernel, with 1 / s and z as float32 */
-    const int fast = x_dt != PYTPP_EW_F64;
+    /* float32 / bfloat16 x: the float32 kernel, with 1 / s and z as float32, where every 1 / s
+     * is a normal float32 (its error bound assumes a full mantissa) */
     const int64_t np = param_count(pmode, n, period);
+    int fast = x_dt != PYTPP_EW_F64;
+    for (int64_t k = 0; fast && k < np; ++k) fast = s[k] >= 0x1p-100 && s[k] <= 0x1p100;
     float *pf = fast ? (float *)malloc((size_t)(2 * np) * sizeof(float)) : NULL;
     if (fast && !pf) return -1;
     for (int64_t k = 0; fast && k < np; ++k) {
