@@ -141,9 +141,9 @@ def _walk(h, packed):
 class PackedMLP:
     """The layers of :func:`mlp` with every weight packed once (a copy, as
     :class:`PackedLinear`) for repeated inference: ``pm(x)`` equals ``mlp(x, layers)``,
-    computed in the weights' dtype (x is converted to it), each call walking the rows in blocks
-    whose activations stay in cache from one layer to the next (the packing is paid once, so
-    the blocked walk pays at any batch).
+    computed in the weights' dtype (x is converted to it). Each call runs the rows through the
+    layers in blocks of about 4 MiB of the widest activation (layer by layer when the batch is
+    one block), the weights never packed again.
 
     Parameters
     ----------
