@@ -41,7 +41,6 @@ def _dynamic_qparams(x, qmax):
 def _seven_bit_kernels():
     """Whether the active level runs 7-bit activations faster (AVX2: vpmaddubsw, exact for
     values up to 127); the AVX-512 levels and AVX-VNNI have their own fast 8-bit kernels."""
-    from pytpp._core import _runtime
     return _runtime.get_isa() == "avx2" and _tpp_lowp.SEVEN_BIT_PAYS
 
 
