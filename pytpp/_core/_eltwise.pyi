@@ -20,6 +20,9 @@ KIND_DROPOUT_INV: int
 Q_U8: int
 Q_S8: int
 Q_I32: int
+Q_PER_TENSOR: int
+Q_PER_COLUMN: int
+Q_PER_ROW: int
 UNARY_CODES: dict[str, int]
 BINARY_CODES: dict[str, int]
 TERNARY_CODES: dict[str, int]

@@ -21,6 +21,8 @@ KIND_CMP, KIND_BLEND, KIND_RAND, KIND_SOFTMAX = (PYTPP_EW_KIND_CMP, PYTPP_EW_KIN
 KIND_DROPOUT, KIND_DROPOUT_INV = PYTPP_EW_KIND_DROPOUT, PYTPP_EW_KIND_DROPOUT_INV
 # integer storage of the (de)quantize TPPs (enum pytpp_q_dtype)
 Q_U8, Q_S8, Q_I32 = PYTPP_Q_U8, PYTPP_Q_S8, PYTPP_Q_I32
+# how their parameters vary (enum pytpp_q_params)
+Q_PER_TENSOR, Q_PER_COLUMN, Q_PER_ROW = PYTPP_Q_PER_TENSOR, PYTPP_Q_PER_COLUMN, PYTPP_Q_PER_ROW
 
 
 cdef dict op_codes(int family):

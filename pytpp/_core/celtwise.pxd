@@ -27,6 +27,9 @@ cdef extern from "pytpp/eltwise.h" nogil:
         PYTPP_Q_U8
         PYTPP_Q_S8
         PYTPP_Q_I32
+        PYTPP_Q_PER_TENSOR
+        PYTPP_Q_PER_COLUMN
+        PYTPP_Q_PER_ROW
 
     const char *pytpp_ew_op_name(int family, int op)
     int pytpp_ew_approx_of(int op)

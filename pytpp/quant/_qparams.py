@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytpp import _validate
+from pytpp import _layout, _validate
 from pytpp._core import _runtime
 from pytpp._typing import Array, ArrayLike, DTypeLike
 from pytpp.tpp._quant import (FLOATS, Q_CODE, QTYPES, check_params, norm_axis, rows_ready,
@@ -60,10 +60,12 @@ def quantize(x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike,
     if q.size == 0:
         return q
     if x.dtype not in FLOATS:
-        # numpy's conversions: float16 widens exactly, integers as numpy casts them to float64
-        x = x.astype(np.float32 if x.dtype == np.float16 else np.float64, order="C")
-    elif not rows_ready(x):
-        x = np.ascontiguousarray(x)
+        # numpy's conversions, in x's memory order (a cast that also transposes is numpy's
+        # slow loop): float16 widens exactly, integers as numpy casts them to float64
+        x = x.astype(np.float32 if x.dtype == np.float16 else np.float64)
+    if not rows_ready(x):
+        # C-ordered in the thread's scratch, by the transpose kernels where that is a transpose
+        x = _layout.dense("quant", x, x.shape, x.dtype)
     if run_quantize(x, q, s, z, ax, _runtime.active_isa_index()):
         raise ValueError(f"{fn}: x holds NaN, which has no quantized value")
     return q
@@ -108,8 +110,8 @@ def dequantize(q: ArrayLike, scale: ArrayLike, zero_point: ArrayLike, axis: int 
     ax = norm_axis(axis, q.ndim, fn)
     y = np.empty(q.shape, out_dt)
     if y.size:
-        run_dequantize(q if rows_ready(q) else np.ascontiguousarray(q), y, s, z, ax,
-                       _runtime.active_isa_index())
+        run_dequantize(q if rows_ready(q) else _layout.dense("quant", q, q.shape, q.dtype), y,
+                       s, z, ax, _runtime.active_isa_index())
     return y
 
 

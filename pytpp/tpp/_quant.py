@@ -20,8 +20,8 @@ QTYPES = (np.dtype(np.uint8), np.dtype(np.int8))
 Q_CODE = {np.dtype(np.uint8): _ew.Q_U8, np.dtype(np.int8): _ew.Q_S8,
           np.dtype(np.int32): _ew.Q_I32}
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64), H.BF16)
-# how parameters vary over an m x n operand: one value, one per column, one per row
-PER_TENSOR, PER_COLUMN, PER_ROW = 0, 1, 2
+# how parameters vary over an m x n operand (enum pytpp_q_params)
+PER_TENSOR, PER_COLUMN, PER_ROW = _ew.Q_PER_TENSOR, _ew.Q_PER_COLUMN, _ew.Q_PER_ROW
 
 
 def norm_axis(axis, ndim, fn):

@@ -89,6 +89,9 @@ typedef void (*pytpp_ew_transpose_scatter_fn)(int64_t m, int64_t n, const void *
 typedef void (*pytpp_ew_cvt_fn)(int64_t n, const void *x, void *y);
 /* 8-bit quantization (eltwise_quant.inc). Integer storage of the quantized side: */
 enum pytpp_q_dtype { PYTPP_Q_U8 = 0, PYTPP_Q_S8 = 1, PYTPP_Q_I32 = 2 };
+/* how the scales and zero points of an m x n call vary: one value, one per column (n), one per
+ * row (row i takes entry i % period) */
+enum pytpp_q_params { PYTPP_Q_PER_TENSOR = 0, PYTPP_Q_PER_COLUMN = 1, PYTPP_Q_PER_ROW = 2 };
 /* q[j] = clip(rint(x[j] / s[j]) + z[j], qmin, qmax) over a row of x (storage dtype x_dt), the
  * quotient correctly rounded in float64, ties to even; s, z: n values (pv) or one. NaN gives
  * z[j]; returns 1 when the row held a NaN. Float64 tables only (NULL in float32 ones). */
@@ -200,8 +203,8 @@ int pytpp_ew_transpose(const pytpp_ew_kernels *kt32, const pytpp_ew_kernels *kt6
                        int64_t m, int64_t n, const void *x, int64_t ldx, void *y, int64_t ldy,
                        int nthreads);
 
-/* (De)quantization of m x n (frame/quant.c). Parameters s, z (float64) per tensor (pmode 0: one
- * value), per column (1: n values) or per row (2: row i takes entry i % period). quantize: kt32 /
+/* (De)quantization of m x n (frame/quant.c). Parameters s, z (float64) as pmode (enum
+ * pytpp_q_params) says: one value, n values, or `period` values for the rows. quantize: kt32 /
  * kt64 the level's float32 / float64 tables, q of signedness q_signed, row stride ldq bytes;
  * returns -1 on allocation failure, 1 when x held a NaN, else 0. dequantize: kt the table of y's
  * compute dtype (float32 for bfloat16 y); returns -1 on allocation failure, else 0. */
