@@ -33,6 +33,7 @@ cdef extern from "pytpp/gemm_goto.h" nogil:
         int64_t kc, mc, nc
         int64_t nopack_bytes
         int bf16_widened
+        int dot_flags
 
     ctypedef struct pytpp_mm_kernels:
         const pytpp_pk_kernels *kp

@@ -266,7 +266,7 @@ def blocking(int dt, int isa, int bf16_kernel=0):
     cdef pytpp_mm_blocking bk
     pytpp_mm_blocking_init(&ks, cache_info(), dt, &bk)
     return dict(mr=bk.mr, nr=bk.nr, vl=bk.vl, kc=bk.kc, mc=bk.mc, nc=bk.nc,
-                nopack_bytes=bk.nopack_bytes, widened=bk.bf16_widened,
+                nopack_bytes=bk.nopack_bytes, widened=bk.bf16_widened, dot_flags=bk.dot_flags,
                 kernel=ks.kp.name.decode())
 
 
@@ -275,6 +275,7 @@ cdef void to_blocking(dict blk, pytpp_mm_blocking *bk) except *:
     bk.kc, bk.mc, bk.nc = blk["kc"], blk["mc"], blk["nc"]
     bk.nopack_bytes = blk.get("nopack_bytes", 0)
     bk.bf16_widened = blk.get("widened", 0)
+    bk.dot_flags = blk.get("dot_flags", 0)
 
 
 def packed_size(dict blk, int dt, int64_t k, int64_t n):

@@ -14,6 +14,17 @@ import pytest
 import pytpp
 
 
+@pytest.fixture(params=[512 << 10, 1 << 20], ids=["l2_512k", "l2_1m"])
+def l2(request):
+    """Both ways the products of rows stream B, chosen by the L2 size (tuning.h
+    PYTPP_MM_DOT_BIG_L2): x @ w.T prefetching w or not, x @ W in slices of 4 or 8 rows."""
+    from pytpp._core import _runtime
+    old = _runtime.get_cache_info()
+    _runtime.set_cache_info(old["l1d"], request.param, old["l3"])
+    yield request.param
+    _runtime.set_cache_info(old["l1d"], old["l2"], old["l3"])
+
+
 def check(c, a, b):
     """c equals a @ b within 2 k eps |a||b| per element."""
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
@@ -24,7 +35,7 @@ def check(c, a, b):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 7, 8, 13, 16, 17])
-def test_rows_against_transposed_weight(isa, threads, rng, dtype, m):
+def test_rows_against_transposed_weight(isa, threads, l2, rng, dtype, m):
     for n, k in [(1, 128), (7, 129), (25, 300), (50, 1000), (97, 6001)]:
         x = rng.standard_normal((m, k)).astype(dtype)
         w = rng.standard_normal((n, k)).astype(dtype)
@@ -85,7 +96,21 @@ def test_rows_against_row_major_weight(isa, threads, rng, dtype, m):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_matrix_times_vector_by_rows(isa, threads, rng, dtype):
+@pytest.mark.parametrize("m", [1, 4, 7, 13, 32])
+def test_row_major_weight_in_slices_of_4_and_8(isa, l2, rng, dtype, m):
+    """x @ W read in slices of 4 or 8 rows of W (by the L2 size): k % 4 and k % 8 tails, odd n,
+    x as a transposed view, and one W past the prefetching size (32 MiB) at one row."""
+    shapes = [(1025, 1031), (1999, 333), (37, 4102)]
+    if m == 1:
+        shapes.append((4100, 2048) if dtype == np.float32 else (4100, 1030))
+    for n, k in shapes:
+        x = rng.standard_normal((k, m)).astype(dtype).T
+        w = rng.standard_normal((k, n)).astype(dtype)
+        check(pytpp.matmul(x, w), x, w)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matrix_times_vector_by_rows(isa, threads, l2, rng, dtype):
     """W @ v runs as v^T W^T by rows of W (either layout of W): 1-D and (k, 1) vectors, W and
     its transpose, strided rows, and an out= column with a row stride (the packed path)."""
     for m, k in [(2, 128), (300, 1031), (2049, 600)]:

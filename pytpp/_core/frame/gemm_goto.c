@@ -42,6 +42,7 @@ typedef struct eng {
     size_t pre_esz;              /* element size of a PackedMatrix (widened: bf16 storage) */
     int64_t kc, mc, nc;
     int64_t nopack_bytes;
+    int dot_flags;
 } eng;
 
 static size_t dtype_size(int dtype) { return dtype == PYTPP_F64 ? 8 : dtype == PYTPP_F32 ? 4 : 2; }
@@ -81,6 +82,7 @@ void pytpp_mm_blocking_init(const pytpp_mm_kernels *ks, const pytpp_cache_info *
     /* Without packing the kernels read A and B in place: fine while both stay in L2 (measured on
      * Zen 4: the no-packing path beats packing up to 256^3 f64 / 384^3 f32 on a 1 MiB L2). */
     bk->nopack_bytes = ks->kp->nopack_l2_x8 ? ks->kp->nopack_l2_x8 * l2 / 8 : l2;
+    bk->dot_flags = l2 >= PYTPP_MM_DOT_BIG_L2 ? PYTPP_DOT_PREFETCH : PYTPP_DOT_SLICE4;
 }
 
 static void make_eng(eng *e, const pytpp_mm_kernels *ks, const pytpp_mm_blocking *bk, int dtype)
@@ -104,6 +106,7 @@ static void make_eng(eng *e, const pytpp_mm_kernels *ks, const pytpp_mm_blocking
     e->mc = bk->mc;
     e->nc = bk->nc;
     e->nopack_bytes = bk->nopack_bytes;
+    e->dot_flags = bk->dot_flags;
 }
 
 static void pack_a(const eng *e, const char *a, int64_t rsa, int64_t csa, int64_t mcb,
@@ -398,7 +401,7 @@ static int run_dot_nn(const eng *e, const pytpp_mm_desc *d, const char *a, const
         }
         if (j1 > j0 && !err) {
             e->kt->dot_nn(d->m, j1 - j0, d->k, a, d->rsa, d->csa, bj, d->rsb, sums, lds,
-                          stream ? PYTPP_DOT_PREFETCH : 0);
+                          (stream ? PYTPP_DOT_PREFETCH : 0) | (e->dot_flags & PYTPP_DOT_SLICE4));
             for (int64_t i = 0; raw && i < d->m; ++i)
                 memcpy(cj + i * d->ldc * cesz, sums + i * lds * cesz, (size_t)((j1 - j0) * cesz));
             if (ep) epilogue_rows(ep, cj, d->ldc, cesz, 0, d->m, j0, j1 - j0);
@@ -428,7 +431,8 @@ static void run_dot(const eng *e, const pytpp_mm_desc *d, const char *a, const c
             for (int64_t p = 0; p < d->k; p += kc)
                 e->kt->dot_nt(d->m, ncb, imin(kc, d->k - p), a + p * esz, d->rsa,
                               b + (jc * d->csb + p) * esz, d->csb, c + jc * (int64_t)e->cesz,
-                              d->ldc, p > 0 ? PYTPP_DOT_ACCUMULATE : 0);
+                              d->ldc, (p > 0 ? PYTPP_DOT_ACCUMULATE : 0) |
+                                          (e->dot_flags & PYTPP_DOT_PREFETCH));
         }
         if (ep && j1 > j0)
             epilogue_rows(ep, c + j0 * (int64_t)e->cesz, d->ldc, (int64_t)e->cesz, 0, d->m, j0,

@@ -33,8 +33,9 @@ typedef void (*pytpp_ukr_fn)(int64_t k, int64_t nb,
                              void *c, int64_t ldc, double alpha, double beta,
                              int64_t n_last);
 
-/* C += the product instead of C = it; B streams from memory (software prefetch into L2). */
-enum pytpp_dot_flags { PYTPP_DOT_ACCUMULATE = 1, PYTPP_DOT_PREFETCH = 2 };
+/* C += the product instead of C = it; B streams from memory (software prefetch into L2);
+ * dot_nn reads B in slices of 4 rows instead of 8 (the machine's choice: tuning.h). */
+enum pytpp_dot_flags { PYTPP_DOT_ACCUMULATE = 1, PYTPP_DOT_PREFETCH = 2, PYTPP_DOT_SLICE4 = 4 };
 
 typedef struct pytpp_gemm_kernels {
     const char *name;                 /* e.g. "avx512" */

@@ -116,6 +116,8 @@ typedef struct pytpp_mm_blocking {
     int64_t kc, mc, nc;            /* cache blocks: kc x mc A block (L1 panel), kc x nc B (L2) */
     int64_t nopack_bytes;          /* A + B at most this big: no packing (f32/f64) */
     int bf16_widened;              /* bf16 on widening kernels (PackedMatrix layout differs) */
+    int dot_flags;                 /* the products of rows' stream choices (PYTPP_DOT_*) for this
+                                    * machine's L2 (tuning.h PYTPP_MM_DOT_BIG_L2) */
 } pytpp_mm_blocking;
 
 /* Kernels for one call: packed-panel kernels (every dtype) and, for f32/f64, the engine's
