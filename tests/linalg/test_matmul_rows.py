@@ -98,8 +98,9 @@ def test_rows_against_row_major_weight(isa, threads, rng, dtype, m):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("m", [1, 4, 7, 13, 32])
 def test_row_major_weight_in_slices_of_4_and_8(isa, l2, rng, dtype, m):
-    """x @ W read in slices of 4 or 8 rows of W (by the L2 size): k % 4 and k % 8 tails, odd n,
-    x as a transposed view, and one W past the prefetching size (32 MiB) at one row."""
+    """x @ W read in slices of 4 or 8 rows of W (4 on a small L2 up to 8 rows of x): k % 4 and
+    k % 8 tails, odd n, x as a transposed view, and one W past the prefetching size (32 MiB) at
+    one row."""
     shapes = [(1025, 1031), (1999, 333), (37, 4102)]
     if m == 1:
         shapes.append((4100, 2048) if dtype == np.float32 else (4100, 1030))

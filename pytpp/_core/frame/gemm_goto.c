@@ -382,6 +382,7 @@ static int run_dot_nn(const eng *e, const pytpp_mm_desc *d, const char *a, const
 {
     const int64_t esz = (int64_t)e->in_esz, cesz = (int64_t)e->cesz, unit = 64;
     const int stream = d->k * d->n * esz >= PYTPP_MM_DOT_NN_PREFETCH_BYTES;
+    const int slice4 = d->m <= PYTPP_MM_DOT_NN_SLICE4_MAX_M ? e->dot_flags & PYTPP_DOT_SLICE4 : 0;
     const int64_t units = cdiv(d->n, unit);
     const int nt = dot_threads(d, units, nthreads);
     int err = 0;
@@ -401,7 +402,7 @@ static int run_dot_nn(const eng *e, const pytpp_mm_desc *d, const char *a, const
         }
         if (j1 > j0 && !err) {
             e->kt->dot_nn(d->m, j1 - j0, d->k, a, d->rsa, d->csa, bj, d->rsb, sums, lds,
-                          (stream ? PYTPP_DOT_PREFETCH : 0) | (e->dot_flags & PYTPP_DOT_SLICE4));
+                          (stream ? PYTPP_DOT_PREFETCH : 0) | slice4);
             for (int64_t i = 0; raw && i < d->m; ++i)
                 memcpy(cj + i * d->ldc * cesz, sums + i * lds * cesz, (size_t)((j1 - j0) * cesz));
             if (ep) epilogue_rows(ep, cj, d->ldc, cesz, 0, d->m, j0, j1 - j0);

@@ -41,10 +41,12 @@
 /* The products of rows stream B two ways, by the machine's L2 (the one difference between the
  * machines measured that the engine sees): from 1 MiB (Zen 4, Zen 5) x @ w.T prefetches the next
  * rows of w itself and x @ W reads slices of 8 rows (the figures above); on a 512 KiB L2 (Zen 3)
- * the hardware prefetchers alone stream w faster and x @ W takes slices of 4 rows (4096 x 4096
- * float32, one core, in-process A/B: w @ v 17.6 -> 21.0-25.3 GB/s, v @ W 17.0-18.7 -> 22.1-22.6
- * GB/s; at 4 / 16 / 32 rows of x @ W 3% / 11% / 10% less time; numpy 23 GB/s). */
+ * the hardware prefetchers alone stream w faster, and x @ W with up to 8 rows of x takes slices
+ * of 4 rows (4096 x 4096 float32, one core, in-process A/B: w @ v 17.6 -> 21-25 GB/s; v @ W 1 /
+ * 2 / 4 / 8 rows 4.09 / 5.18 / 5.91 / 7.86 -> 3.23 / 4.00 / 5.12 / 7.31 ms, numpy 2.88 / 8.09 /
+ * 7.38 / 8.77; at 16 and 32 rows slices of 4 took 9-18% longer than of 8). */
 #define PYTPP_MM_DOT_BIG_L2 ((int64_t)1 << 20)
+#define PYTPP_MM_DOT_NN_SLICE4_MAX_M 8
 /* A PackedMatrix (f32/f64) by rows (run_dot_packed) up to this many rows of A (PackedLinear
  * 4096 -> 4096, one Zen 4 core, AVX2: 1 row 2.95 -> 2.22 ms f32, 7.9 -> 4.9 f64; 4 rows 4.1 ->
  * 3.8 f32, 9.6 -> 8.3 f64; at 8 rows the packed GEMM is ahead, 5.5 against 7.7 f32). */
