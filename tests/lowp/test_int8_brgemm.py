@@ -275,19 +275,25 @@ def test_k_past_several_blocks(isa, rng, adt, bdt):
                 np.testing.assert_array_equal(c, want, err_msg=f"{kern} {type(bb).__name__}")
 
 
-@pytest.mark.parametrize("n,row,k", [(2048, 2048, 37), (100, 4096, 64), (33, 2048, 5)])
-def test_b_rows_aliasing_in_l1_exact(isa, rng, n, row, k):
-    # plain B rows 2 KiB apart or a multiple (packed by quad rows across the panels on the
-    # raw-quad kernels): B a column slice of a wider array, a partial last panel, k not a
-    # multiple of 4
+@pytest.mark.parametrize("bdt", [I8, U8])
+@pytest.mark.parametrize("n,row,k", [(2048, 2048, 37), (100, 4096, 64), (33, 2048, 5),
+                                     (270, 3072, 66)])
+def test_b_rows_aliasing_in_l1_exact(isa, rng, bdt, n, row, k):
+    # plain B rows 2 KiB apart or a multiple, and VNNI quad rows (packed a step of k at a time
+    # across the panels: quads on the raw-quad kernels, pairs on the int16 ones): B a column
+    # slice of a wider array, a partial last panel, k odd or not a multiple of 4
     m = 9
     a = ints(rng, (m, k), U8)
-    wide = ints(rng, (k, row), I8)
+    wide = ints(rng, (k, row), bdt)
     b = wide[:, :n]
     want = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32)
-    g = pytpp.tpp.gemm(m, n, k, dtype=U8, b_dtype=I8, beta=0.0)
-    for kern in kernels_for(U8, I8):
+    g = pytpp.tpp.gemm(m, n, k, dtype=U8, b_dtype=bdt, beta=0.0)
+    gv = pytpp.tpp.gemm(m, n, k, dtype=U8, b_dtype=bdt, beta=0.0, b_vnni=True)
+    bv = pytpp.linalg.vnni_pack(b)
+    for kern in kernels_for(U8, bdt):
         with _lowp.using_kernel(kern):
             np.testing.assert_array_equal(g(a, b, np.full((m, n), -3, np.int32)), want,
                                           err_msg=kern)
+            np.testing.assert_array_equal(gv(a, bv, np.full((m, n), -3, np.int32)), want,
+                                          err_msg=f"{kern} vnni")
     np.testing.assert_array_equal(pytpp.quant.matmul_int8(a, b), want)

@@ -183,7 +183,8 @@ static void pack_b_panels(const lp_plan *L, const char *b, int64_t kk, int64_t c
     const int quads = d->g == 4 && d->rs_e == 1 && d->cs == 4;
     const int rows = d->g == 1 && d->cs == 1;
     if (i8 && i8->pack_b_across && (quads || rows)) {
-        i8->pack_b_across((const uint8_t *)b, d->rs_g, quads, kk, cols, dst, panel, L->b_flip);
+        i8->pack_b_across((const uint8_t *)b, d->rs_g, quads, kk, cols, dst, panel, L->b_flip,
+                          d->b_type == PYTPP_LP_S8);
         return;
     }
     for (int64_t q = 0; q * L->nr < cols; ++q) {

@@ -68,12 +68,13 @@ typedef struct pytpp_i8_kernels {
     /* sgn: B is s8; an unsigned B on raw-byte lanes (group 4) is stored as B - 128 */
     void (*pack_b)(const uint8_t *b, int g, int64_t rs_g, int64_t rs_e, int64_t cs, int64_t kk,
                    int64_t cols, int sgn, void *dst);
-    /* raw-quad families (else NULL): B (plain rows, vnni 0, row stride rs; or VNNI quad rows,
+    /* integer families (else NULL): B (plain rows, vnni 0, row stride rs; or VNNI quad rows,
      * vnni 1, quad-row stride rs), columns [0, cols) into ceil(cols / NR) panels `panel` bytes
-     * apart as pack_b writes each, a quad row at a time across all the panels (each row read
-     * once front to end); flip: B unsigned, stored as B - 128 */
+     * apart as pack_b writes each, a step of k at a time across all the panels (each row read
+     * once front to end); flip: B unsigned, stored as B - 128 (raw quads); sgn: B signed (int16
+     * pairs) */
     void (*pack_b_across)(const uint8_t *b, int64_t rs, int vnni, int64_t kk, int64_t cols,
-                          void *dst, int64_t panel, int flip);
+                          void *dst, int64_t panel, int flip, int sgn);
     /* integer families (else NULL): the column sums of one packed panel over ks steps,
      * out[0:cols] (+)= them */
     void (*colsum)(int64_t ks, const void *panel, int32_t *out, int64_t cols, int accumulate);
