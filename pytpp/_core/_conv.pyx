@@ -4,7 +4,7 @@ out, GIL released. The caller (pytpp.nn._conv) validated everything: arrays C-co
 NHWC source of nhwc_pad only needs unit channel stride), float32 or float64 (the bf16 entries
 and layout transforms: bfloat16 as each says), one dtype per call, shapes consistent."""
 cimport numpy as cnp
-from libc.stdint cimport int64_t, uint16_t
+from libc.stdint cimport int64_t, uint16_t, uint32_t
 from pytpp._core._runtime cimport num_threads, active_isa, level, cache_info, features
 from pytpp._core.cengine cimport (PYTPP_F64, PYTPP_F32, PYTPP_BATCH_STRIDE, pytpp_gemm_kernels,
                                   pytpp_gemm_desc, pytpp_batch, pytpp_brgemm_many)
@@ -46,6 +46,7 @@ cdef extern from "pytpp/conv.h" nogil:
                                 int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt,
                                 int64_t pl, const void *cols, void *x, int nthreads)
 
+    void pytpp_conv_bf16_pairs_swapped(const uint32_t *x, float *y, int64_t n, int nthreads)
     int64_t pytpp_conv_bf16_packed_elems(int64_t K, int64_t C, int64_t R, int64_t S,
                                          int64_t nr)
     void pytpp_conv_bf16_pack(const pytpp_ew_kernels *ew32, int64_t K, int64_t C, int64_t R,
@@ -383,6 +384,20 @@ def nhwc_pad(cnp.ndarray x, cnp.ndarray y, int64_t pt, int64_t pb, int64_t pl, i
     cdef int nt = num_threads()
     with nogil:
         pytpp_conv_nhwc_pad(esz, N, C, Cd, H, W, sn, sh, sw, pt, pb, pl, pr, px, py, nt)
+
+
+def bf16_pairs_swapped(cnp.ndarray x):
+    """x bfloat16, C-contiguous, an even number of elements -> float32 of x's shape with each
+    pair of consecutive elements swapped (the widened bf16 engine's operand)."""
+    cdef cnp.ndarray y = cnp.PyArray_EMPTY(cnp.PyArray_NDIM(x), cnp.PyArray_DIMS(x),
+                                           cnp.NPY_FLOAT32, 0)
+    cdef const uint32_t *px = <const uint32_t *>cnp.PyArray_DATA(x)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    cdef int64_t n = cnp.PyArray_SIZE(x) // 2
+    cdef int nt = num_threads()
+    with nogil:
+        pytpp_conv_bf16_pairs_swapped(px, py, n, nt)
+    return y
 
 
 def nhwc_to_nchw(cnp.ndarray x, cnp.ndarray y):

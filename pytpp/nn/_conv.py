@@ -208,13 +208,6 @@ def _pack_bf16(w):
     return _pack(we[:, np.arange(we.shape[1]) ^ 1], 1, np.float32)
 
 
-def _pairs_swapped_f32(xp):
-    """bf16 NHWC xp (even C) -> float32 with each channel pair swapped: the widened engine's
-    operand, whose float32 chain then takes each pair odd element first, as vdpbf16ps."""
-    words = xp.view(np.uint32)
-    return ((words >> 16) | (words << 16)).view(_validate.BF16).astype(np.float32)
-
-
 def _weight_arg(w, fn):
     if isinstance(w, PackedConvWeight):
         return w, w.shape, w.dtype
@@ -428,7 +421,9 @@ def _forward_bf16(x, w, b, act, fmt, dims, st, dl, pads, out):
     geom = (N, C, xp.shape[1], xp.shape[2], K, R, S, P, Q, st[0], st[1], dl[0], dl[1], 1)
     wpk = w.packed_bf16() if isinstance(w, PackedConvWeight) else _pack_bf16(w)
     if _conv.bf16_widened():
-        xp = _pairs_swapped_f32(xp)
+        # float32 with each channel pair swapped: the widened engine's float32 chains then take
+        # each pair odd element first, as vdpbf16ps
+        xp = _conv.bf16_pairs_swapped(xp)
     _conv.forward_bf16(xp, *wpk, b32, res, geom, act, fmt == "NCHW")
     return res
 

@@ -153,6 +153,10 @@ void pytpp_conv_nchw_to_nhwc_pad(const pytpp_ew_kernels *ew, int64_t esz, int64_
 void pytpp_conv_nhwc_pad(int64_t esz, int64_t N, int64_t C, int64_t Cd, int64_t H, int64_t W,
                          int64_t sn, int64_t sh, int64_t sw, int64_t pt, int64_t pb, int64_t pl,
                          int64_t pr, const void *x, void *y, int nthreads);
+/* bf16 pairs (n 32-bit words, each two bf16 values, the first in the low half) -> 2n float32
+ * values with each pair swapped (the widened bf16 engine's operand: its float32 chains then
+ * take each pair's second element first, as vdpbf16ps). */
+void pytpp_conv_bf16_pairs_swapped(const uint32_t *x, float *y, int64_t n, int nthreads);
 /* The backward by data as GEMMs into columns: x (N, H, W, C), C-contiguous, += cols (N, P, Q,
  * R, S, C), C-contiguous, the columns of output rows [p0, p0 + P): tap (r, s) of output pixel
  * (p, q) into input pixel (p * sh + r * dh - pt, q * sw + s * dw - pl) (taps outside the input
