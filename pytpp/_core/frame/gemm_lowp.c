@@ -13,18 +13,20 @@
 #include "pytpp/fpmode.h"
 #include "pytpp/brd_tiles.h"
 
-/* Bytes of one packed NR-column B panel at most: it stays in L1 while the A panels of a row
- * block pass by, with 16 KiB left for them, C and the stack (but at least half of L1): 16 KiB of
- * a 32 KiB L1. A 48 KiB L1 (Zen 4 and 5) takes twice its 32 KiB of room: the panel then streams
- * from L2, and k up to 2048 runs as one block, a pass over C less (one Zen 5 core, u8 x s8
- * 2048^3 18.8 -> 17.0 ms, 2048 x 4096 x 1024 18.8 -> 17.6, 128 x 8192 x 1024 2.52 -> 2.35;
- * bf16 1024 x 2048 x 1024 9.5 -> 9.1; 1024^3 2.26 -> 2.15 when the room went from 16 to 32
- * KiB). Smaller L1s keep the L1-resident rule (not measured the other way). */
+/* Bytes of one packed NR-column B panel at most: twice the L1 room left beside the A panels, C
+ * and the stack (l1 - 16 KiB, at least half of L1), so the panel streams from L2 and deep k
+ * runs as one block, a pass over C less. A 48 KiB L1 (one Zen 5 core, against the room alone:
+ * u8 x s8 2048^3 18.8 -> 17.0 ms, 2048 x 4096 x 1024 18.8 -> 17.6, 128 x 8192 x 1024 2.52 ->
+ * 2.35; bf16 1024 x 2048 x 1024 9.5 -> 9.1; 1024^3 2.26 -> 2.15 when the room went from 16 to
+ * 32 KiB) and a 32 KiB one alike (one Zen 3 core, in-process A/B, medians of 20-30 rotating
+ * calls, two runs: warm u8 x s8 / u8 x u8 32, 128 and 512 x 768 x 3072, 128 x 3072 x 768 and
+ * 1024^3 2-19% faster, cold -1 to +5%; bf16 GEMM handles 128 x 3072 x 768 to 1024^3 0-8%).
+ * Not measured on a Zen 4 (32 KiB L1). */
 static int64_t lp_b_panel(const pytpp_lowp_kernels *ks)
 {
     const int64_t l1 = ks->l1 > 0 ? ks->l1 : 32 * 1024;
     const int64_t room = l1 - 16 * 1024 > l1 / 2 ? l1 - 16 * 1024 : l1 / 2;
-    return l1 >= 48 * 1024 ? 2 * room : room;
+    return 2 * room;
 }
 #define LP_B_BLOCK (192 * 1024) /* bytes of a packed B block: L2-resident */
 #define LP_MC_ROWS 96           /* rows of A packed at a time */
